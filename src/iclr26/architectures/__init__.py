@@ -1,0 +1,1 @@
+"""Papers of the architectures domain, one sub-package each."""

@@ -1,0 +1,1 @@
+"""Papers of the benchmarks domain, one sub-package each."""

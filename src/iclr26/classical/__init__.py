@@ -1,0 +1,1 @@
+"""Papers of the classical domain, one sub-package each."""

@@ -1,0 +1,1 @@
+"""Code shared by several papers: seeding, a small torch training loop, metrics."""

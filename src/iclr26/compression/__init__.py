@@ -1,0 +1,1 @@
+"""Papers of the compression domain, one sub-package each."""

@@ -1,0 +1,1 @@
+"""Papers of the decoding domain, one sub-package each."""

@@ -1,0 +1,1 @@
+"""Papers of the evaluation domain, one sub-package each."""

@@ -1,0 +1,1 @@
+"""Papers of the interpretability domain, one sub-package each."""

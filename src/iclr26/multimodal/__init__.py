@@ -1,0 +1,1 @@
+"""Papers of the multimodal domain, one sub-package each."""

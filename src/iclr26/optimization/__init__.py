@@ -1,0 +1,1 @@
+"""Papers of the optimization domain, one sub-package each."""

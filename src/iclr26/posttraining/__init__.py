@@ -1,0 +1,1 @@
+"""Papers of the posttraining domain, one sub-package each."""

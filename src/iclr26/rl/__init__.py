@@ -1,0 +1,1 @@
+"""Papers of the rl domain, one sub-package each."""

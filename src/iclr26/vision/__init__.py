@@ -1,0 +1,1 @@
+"""Papers of the vision domain, one sub-package each."""
