@@ -1,0 +1,270 @@
+"""The report: a static site (index of all papers + a page per paper with claim tables and plots),
+``summary.json``, ``summary.md``, and the claim table inside each paper's README.
+
+Verdicts come from the store. Each is shown with the scale it came from; a verdict whose code
+fingerprint no longer matches the paper folder is marked stale. Smoke verdicts never count as
+evidence and are only shown where no quick verdict exists.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..registry import Paper, papers
+from .experiments import claims_for, folder_fingerprint
+from .store import Store
+from .verdicts import judge
+
+BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
+SCALE_ORDER = ("paper", "quick", "smoke")
+
+
+def _fmt(x, digits=3) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    return f"{x:.{digits}g}"
+
+
+def collect(store: Store) -> list[dict]:
+    """One record per paper: status, claims, and for each claim its best-scale stored verdict."""
+    out = []
+    for p in papers().values():
+        rec = {"id": p.id, "domain": p.domain, "status": p.status, "feasibility": p.feasibility,
+               "summary": p.summary, "claims": [], "title": None, "runtime_s": None, "last_run": None}
+        if p.status == "implemented":
+            try:
+                pc = claims_for(p)
+            except ValueError as e:
+                rec["claims_error"] = str(e)
+                out.append(rec)
+                continue
+            rec["title"], rec["arxiv"], rec["code"] = pc.title, pc.arxiv, pc.code
+            fp = folder_fingerprint(p)
+            stored = store.verdicts(p.id)
+            for c in pc.claims:
+                entry = {"id": c.id, "statement": c.statement, "paper_value": c.paper_value,
+                         "source": c.source, "test": c.test, "direction": c.direction,
+                         "method": c.method, "comparator": c.comparator, "margin": c.margin,
+                         "proxy": c.proxy, "constant": c.baseline is None, "verdict": "not run", "scale": None, "stale": False, "stats": None}
+                for scale in SCALE_ORDER:
+                    hit = [v for v in stored if v["scale"] == scale and v["claim"] == c.id]
+                    if hit:
+                        v = hit[0]
+                        entry.update(verdict=v["verdict"], scale=scale, stale=v["fingerprint"] != fp,
+                                     stats=v["stats"], seeds=v["seeds"], fingerprint=v["fingerprint"])
+                        break
+                rec["claims"].append(entry)
+            runs = []
+            for scale in ("quick", "smoke"):
+                runs = store.trials_at(p.id, scale, fp) or runs
+                if runs:
+                    break
+            if runs:
+                rec["runtime_s"] = float(sum(t.duration_s or 0 for t in runs))
+                rec["last_run"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime(max(t.finished_at for t in runs)))
+        out.append(rec)
+    return out
+
+
+def _verdict_label(c: dict) -> str:
+    v = c["verdict"]
+    if c["scale"] and c["scale"] != "quick":
+        v += f" ({c['scale']})"
+    if c.get("stale"):
+        v += " [stale]"
+    return v
+
+
+def claims_markdown(rec: dict) -> str:
+    """The claim table of one paper, as Markdown."""
+    lines = ["| claim | paper says | measured (method vs comparator) | effect [95% CI] | p | n | verdict |",
+             "|---|---|---|---|---|---|---|"]
+    for c in rec["claims"]:
+        s = c["stats"] or {}
+        if s.get("test"):
+            measured = f"{c['method']} {_fmt(s['method_mean'])} vs " + (
+                f"constant {c['comparator']}" if c["constant"] else f"{c['comparator']} {_fmt(s['baseline_mean'])}")
+            effect = f"{s['effect']:+.3g} [{_fmt(s['ci_low'])}, {_fmt(s['ci_high'])}]"
+            p, n = _fmt(s["pvalue"]), str(s["n"])
+        else:
+            measured, effect, p, n = (s.get("note") or "–")[:80].replace("|", "/"), "–", "–", "–"
+        claim = f"**{c['id']}**: {c['statement']}".replace("|", "/")
+        said = f"{c['paper_value']} ({c['source']})".replace("|", "/")
+        lines.append(f"| {claim} | {said} | {measured} | {effect} | {p} | {n} | {_verdict_label(c)} |")
+    lines.append("")
+    lines.append("Tests: " + "; ".join(f"{c['id']}: {c['test']}, {c['direction']}"
+                                       + (f" (margin {c['margin']:g})" if c["margin"] else "") for c in rec["claims"])
+                 + ". Verdicts from `iclr26 reproduce " + rec["id"] + " --scale quick`; regenerate with `iclr26 report`.")
+    return "\n".join(lines)
+
+
+def update_readme(paper: Paper, rec: dict) -> bool:
+    """Write the claim table between the markers of the paper's README; True if it changed."""
+    path = paper.folder / "README.md"
+    text = path.read_text()
+    if BEGIN not in text or END not in text:
+        return False
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    new = f"{head}{BEGIN}\n{claims_markdown(rec)}\n{END}{tail}"
+    if new != text:
+        path.write_text(new)
+        return True
+    return False
+
+
+def plot_claim(path: Path, claim, values) -> None:
+    """Left: arm means with 95% intervals; right: paired differences with the effect's interval."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x = np.asarray(values.method_values, dtype=float)
+    y = None if values.baseline_values is None else np.asarray(values.baseline_values, dtype=float)
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+    arms = [(claim.method, x)] + ([(claim.baseline, y)] if y is not None else [])
+    for i, (name, v) in enumerate(arms):
+        m = v.mean()
+        half = 1.96 * v.std(ddof=1) / math.sqrt(v.size) if v.size > 1 else 0
+        axes[0].errorbar([i], [m], yerr=[half], fmt="o", capsize=6, color=f"C{i}")
+        if v.size <= 50:
+            axes[0].scatter(np.full(v.size, i) + np.linspace(-0.15, 0.15, v.size), v, s=10, alpha=0.5, color=f"C{i}")
+    if y is None:
+        axes[0].axhline(claim.baseline_value, color="grey", ls="--", label=f"constant {claim.baseline_value:g}")
+        axes[0].legend(fontsize=8)
+    if y is not None and y.size <= 50:
+        for a, b in zip(x, y):
+            axes[0].plot([0 - 0.15, 1 + 0.15], [a, b], color="grey", alpha=0.2, lw=0.8)
+    axes[0].set_xticks(range(len(arms)), [a for a, _ in arms], fontsize=8)
+    axes[0].set_title(f"{claim.metric} ({claim.unit}: n={x.size})", fontsize=9)
+    d = x - (y if y is not None else claim.baseline_value)
+    if np.unique(d).size > 2:
+        axes[1].hist(d, bins=min(30, max(5, d.size // 3)), color="C2", alpha=0.7)
+    else:
+        vals, counts = np.unique(d, return_counts=True)
+        axes[1].bar(vals, counts, width=0.3, color="C2", alpha=0.7)
+    st = values.stats
+    if st is not None:
+        axes[1].axvspan(st.ci_low, st.ci_high, color="C3", alpha=0.2, label="95% CI of effect")
+        axes[1].axvline(st.effect, color="C3", label=f"effect {st.effect:+.3g}")
+    axes[1].axvline(0, color="black", lw=0.8)
+    for m in {claim.margin, -claim.margin} - {0.0}:
+        axes[1].axvline(m, color="grey", ls=":", lw=0.8)
+    axes[1].legend(fontsize=7)
+    axes[1].set_title(f"paired difference: {values.verdict}", fontsize=9)
+    fig.suptitle(claim.id, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>{title}</title>
+<style>body{{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}}
+table{{border-collapse:collapse;width:100%;font-size:14px}}td,th{{border:1px solid #ccc;padding:4px 6px;vertical-align:top}}
+.reproduced{{background:#d9f2d9}}.notreproduced{{background:#fff3cd}}.contradicted,.error{{background:#f8d7da}}
+.notrun,.planned{{color:#888}}img{{max-width:100%}}</style></head><body>{body}</body></html>"""
+
+
+def _cls(v: str) -> str:
+    return v.split(" (")[0].split(" [")[0].replace(" ", "")
+
+
+def build_report(out: str | Path = "site", store_path=None, write_readmes: bool = True) -> Path:
+    out = Path(out)
+    (out / "papers").mkdir(parents=True, exist_ok=True)
+    with Store(store_path) as store:
+        records = collect(store)
+        for rec in records:
+            if rec["status"] != "implemented" or "claims_error" in rec:
+                continue
+            p = papers()[rec["id"]]
+            pc = claims_for(p)
+            figs = []
+            for c, entry in zip(pc.claims, rec["claims"]):
+                if entry["scale"] is None:
+                    continue
+                trials = store.trials_at(p.id, entry["scale"], entry["fingerprint"])
+                values = judge(c, trials)
+                if values.method_values:
+                    name = f"{p.id}__{c.id}.png"
+                    plot_claim(out / "papers" / name, c, values)
+                    figs.append(name)
+                    entry["figure"] = f"papers/{name}"
+            _paper_page(out, rec, figs)
+            if write_readmes:
+                update_readme(p, rec)
+    _index(out, records)
+    summary = [{k: v for k, v in r.items()} for r in records]
+    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    (out / "summary.md").write_text(summary_markdown(records))
+    return out
+
+
+def summary_markdown(records: list[dict]) -> str:
+    lines = ["| paper | domain | status | claims reproduced (quick) | verdicts |", "|---|---|---|---|---|"]
+    for r in records:
+        if r["status"] != "implemented":
+            lines.append(f"| {r['id']} | {r['domain']} | planned | – | – |")
+            continue
+        quick = [c for c in r["claims"] if c["scale"] == "quick" and not c["stale"]]
+        n_rep = sum(c["verdict"] == "reproduced" for c in quick)
+        verdicts = "; ".join(f"{c['id']}: {_verdict_label(c)}" for c in r["claims"])
+        lines.append(f"| {r['id']} | {r['domain']} | implemented | {n_rep}/{len(r['claims'])} | {verdicts} |")
+    return "\n".join(lines) + "\n"
+
+
+def _paper_page(out: Path, rec: dict, figs: list[str]) -> None:
+    e = html.escape
+    rows = []
+    for c in rec["claims"]:
+        s = c["stats"] or {}
+        label = _verdict_label(c)
+        if s.get("test"):
+            measured = f"{e(c['method'])} {_fmt(s['method_mean'])} vs " + (
+                f"constant {e(c['comparator'])}" if c["constant"] else f"{e(c['comparator'])} {_fmt(s['baseline_mean'])}")
+            eff = f"{s['effect']:+.3g} [{_fmt(s['ci_low'])}, {_fmt(s['ci_high'])}]"
+            p, n = _fmt(s["pvalue"]), s["n"]
+        else:
+            measured, eff, p, n = e((s.get("note") or "–")[:200]), "–", "–", "–"
+        rows.append(f"<tr class='{_cls(label)}'><td><b>{e(c['id'])}</b><br>{e(c['statement'])}"
+                    + (f"<br><i>proxy: {e(c['proxy'])}</i>" if c["proxy"] else "")
+                    + f"</td><td>{e(c['paper_value'])}<br><small>{e(c['source'])}</small></td>"
+                    f"<td>{measured}</td><td>{eff}</td><td>{p}</td><td>{n}</td><td>{e(c['test'])}, {e(c['direction'])}</td>"
+                    f"<td>{e(label)}</td></tr>")
+    body = (f"<p><a href='../index.html'>all papers</a></p><h1>{e(rec['title'] or rec['id'])}</h1>"
+            f"<p>id <code>{rec['id']}</code> · domain {rec['domain']} · "
+            f"<a href='https://arxiv.org/abs/{e(rec.get('arxiv', ''))}'>arXiv {e(rec.get('arxiv', ''))}</a>"
+            + (f" · <a href='{e(rec['code'])}'>code</a>" if rec.get("code") else "") + "</p>"
+            "<table><tr><th>claim</th><th>paper says</th><th>measured</th><th>effect [95% CI]</th><th>p</th>"
+            "<th>n</th><th>test</th><th>verdict</th></tr>" + "".join(rows) + "</table>"
+            + "".join(f"<p><img src='{f}'></p>" for f in figs))
+    (out / "papers" / f"{rec['id']}.html").write_text(PAGE.format(title=e(rec["id"]), body=body))
+
+
+def _index(out: Path, records: list[dict]) -> None:
+    e = html.escape
+    rows = []
+    for r in records:
+        if r["status"] == "implemented":
+            link = f"<a href='papers/{r['id']}.html'>{r['id']}</a>"
+            cells = "<br>".join(f"<span class='{_cls(_verdict_label(c))}'>{e(c['id'])}: {e(_verdict_label(c))}</span>"
+                                for c in r["claims"]) or e(r.get("claims_error", ""))
+        else:
+            link, cells = r["id"], "<span class='planned'>planned</span>"
+        rt = f"{r['runtime_s']:.0f} s" if r.get("runtime_s") else "–"
+        rows.append(f"<tr><td>{link}</td><td>{r['domain']}</td><td>{r['feasibility']}</td><td>{e(r['summary'])}</td>"
+                    f"<td>{r['status']}</td><td>{cells}</td><td>{r.get('last_run') or '–'}</td><td>{rt}</td></tr>")
+    n_impl = sum(r["status"] == "implemented" for r in records)
+    claims = [c for r in records for c in r["claims"] if c["scale"] == "quick" and not c["stale"]]
+    counts = {v: sum(c["verdict"] == v for c in claims) for v in ("reproduced", "not reproduced", "contradicted", "error")}
+    body = (f"<h1>iclr26: {len(records)} ICLR 2026 papers</h1><p>{n_impl} implemented. Quick-scale claims: "
+            + ", ".join(f"{v} {k}" for k, v in counts.items()) + "</p>"
+            "<table><tr><th>paper</th><th>domain</th><th>feas.</th><th>what</th><th>status</th><th>verdicts</th>"
+            "<th>last run</th><th>runtime</th></tr>" + "".join(rows) + "</table>")
+    (out / "index.html").write_text(PAGE.format(title="iclr26 report", body=body))
