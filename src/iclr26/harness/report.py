@@ -239,7 +239,7 @@ def _paper_page(out: Path, rec: dict, figs: list[str]) -> None:
                     f"<td>{e(label)}</td></tr>")
     body = (f"<p><a href='../index.html'>all papers</a></p><h1>{e(rec['title'] or rec['id'])}</h1>"
             f"<p>id <code>{rec['id']}</code> · domain {rec['domain']} · "
-            f"<a href='https://arxiv.org/abs/{e(rec.get('arxiv', ''))}'>arXiv {e(rec.get('arxiv', ''))}</a>"
+            + (f"<a href='https://arxiv.org/abs/{e(rec['arxiv'])}'>arXiv {e(rec['arxiv'])}</a>" if rec.get("arxiv") else "")
             + (f" · <a href='{e(rec['code'])}'>code</a>" if rec.get("code") else "") + "</p>"
             "<table><tr><th>claim</th><th>paper says</th><th>measured</th><th>effect [95% CI]</th><th>p</th>"
             "<th>n</th><th>test</th><th>verdict</th></tr>" + "".join(rows) + "</table>"
