@@ -1,0 +1,169 @@
+"""Math problems with exact answers, offline.
+
+- :func:`gsm_problems`: GSM8K-style word problems from reasoning-gym's ``gsm_symbolic`` (symbolic
+  rewrites of GSM8K templates, seeded, with a numeric gold answer and a worked solution);
+- :func:`arithmetic_problems`: easier procedural arithmetic (reasoning-gym ``basic_arithmetic``)
+  with a difficulty knob, for small models such as SmolLM2-135M (which scores ~0 % on GSM);
+- :func:`chat_prompt`, :func:`extract_answer`, :func:`is_correct`.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+__all__ = ["Problem", "gsm_problems", "arithmetic_problems", "chat_prompt", "extract_answer", "is_correct",
+           "DEFAULT_SYSTEM", "ARITHMETIC_LEVELS"]
+
+#: the instruction appended to questions by :func:`chat_prompt` when ``system`` is None
+DEFAULT_SYSTEM = "Solve the problem. End your reply with 'The answer is N.' where N is the final number."
+
+
+@dataclass
+class Problem:
+    question: str
+    answer: str                 # the exact gold answer, as a string (e.g. "44", "-3")
+    cot: str | None = None      # a worked solution when the source has one
+    metadata: dict = field(default_factory=dict)
+
+
+def _check_n_seed(n, seed):
+    if not isinstance(n, int) or n < 0:
+        raise ValueError(f"n must be a non-negative integer, got {n!r}")
+    if not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+
+
+def gsm_problems(n: int, seed: int = 0) -> list[Problem]:
+    """``n`` GSM8K-style problems from reasoning-gym ``gsm_symbolic`` (deterministic in ``seed``).
+
+    ``cot`` is the worked solution (ending ``#### <answer>``).
+    """
+    _check_n_seed(n, seed)
+    if n == 0:
+        return []
+    import reasoning_gym as rg
+
+    ds = rg.create_dataset("gsm_symbolic", size=n, seed=seed)
+    out = []
+    for x in ds:
+        meta = dict(x.get("metadata", {}))
+        out.append(Problem(question=x["question"], answer=str(x["answer"]).strip(),
+                           cot=meta.pop("answer_cot", None), metadata=meta))
+    return out
+
+
+#: difficulty -> reasoning-gym basic_arithmetic settings (terms, digits, operators)
+ARITHMETIC_LEVELS = {
+    1: dict(min_terms=2, max_terms=2, min_digits=1, max_digits=1, operators=("+", "-")),
+    2: dict(min_terms=2, max_terms=2, min_digits=1, max_digits=2, operators=("+", "-")),
+    3: dict(min_terms=2, max_terms=3, min_digits=1, max_digits=2, operators=("+", "-", "*")),
+    4: dict(min_terms=3, max_terms=4, min_digits=1, max_digits=3, operators=("+", "-", "*")),
+    5: dict(min_terms=2, max_terms=6, min_digits=1, max_digits=4, operators=("+", "-", "*", "/")),
+}
+
+
+def arithmetic_problems(n: int, seed: int = 0, difficulty: int = 1) -> list[Problem]:
+    """``n`` procedural arithmetic problems (reasoning-gym ``basic_arithmetic``).
+
+    ``difficulty`` 1 (two one-digit terms, + and -) to 5 (reasoning-gym's defaults: up to six
+    four-digit terms with all four operators); see :data:`ARITHMETIC_LEVELS`. Levels 1-4 have no
+    parentheses or negation.
+    """
+    _check_n_seed(n, seed)
+    if difficulty not in ARITHMETIC_LEVELS:
+        raise ValueError(f"difficulty must be one of {sorted(ARITHMETIC_LEVELS)}, got {difficulty!r}")
+    if n == 0:
+        return []
+    import reasoning_gym as rg
+
+    kw = dict(ARITHMETIC_LEVELS[difficulty])
+    kw["operators"] = list(kw["operators"])
+    if difficulty < 5:
+        kw.update(allow_parentheses=False, allow_negation=False)
+    ds = rg.create_dataset("basic_arithmetic", size=n, seed=seed, **kw)
+    out = []
+    for x in ds:
+        meta = dict(x.get("metadata", {}))
+        meta["level"] = difficulty
+        out.append(Problem(question=x["question"], answer=str(x["answer"]).strip(), cot=None, metadata=meta))
+    return out
+
+
+def chat_prompt(tokenizer, question: str, system: str | None = None) -> str:
+    """The prompt string for ``question`` in the tokenizer's chat template.
+
+    The instruction ``system`` (default :data:`DEFAULT_SYSTEM`) is sent as the system message when
+    the template has a system role, and is otherwise prepended to the user turn. A tokenizer with
+    no chat template (a base model, the tiny tokenizer) gets ``"<system>\\n\\nQuestion: ...\\nAnswer:"``.
+    Pass ``system=""`` for no instruction.
+    """
+    if not isinstance(question, str):
+        raise TypeError(f"question must be a string, got {type(question).__name__}")
+    system = DEFAULT_SYSTEM if system is None else system
+    template = getattr(tokenizer, "chat_template", None)
+    if not template:
+        head = f"{system}\n\n" if system else ""
+        return f"{head}Question: {question}\nAnswer:"
+    messages = [{"role": "user", "content": question}]
+    if system:
+        if "system" in template:
+            messages.insert(0, {"role": "system", "content": system})
+        else:
+            messages[0]["content"] = f"{system}\n\n{question}"
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+_NUM = r"-?\$?\s?\d[\d,]*(?:\.\d+)?"
+_PATTERNS = [
+    re.compile(r"<answer>\s*(.*?)\s*</answer>", re.S | re.I),
+    re.compile(r"\\boxed\{([^{}]*)\}"),
+    re.compile(r"####\s*(" + _NUM + ")"),
+    re.compile(r"answer\s*(?:is|:|=)\s*:?\s*\**\s*(" + _NUM + ")", re.I),
+]
+_LAST_NUM = re.compile(_NUM)
+
+
+def _normalise(s: str) -> str:
+    s = s.strip().strip("*").strip()
+    s = s.replace("$", "").replace(",", "").replace(" ", "")
+    s = s.rstrip(".")
+    return s
+
+
+def extract_answer(text: str) -> str | None:
+    """The final answer in a completion, or None.
+
+    In order of precedence: the last ``<answer>...</answer>``, the last ``\\boxed{...}``, the last
+    ``#### N``, the last "answer is N" / "answer: N", else the last number in the text. Numbers are
+    returned without ``$``, thousands separators or a trailing period.
+    """
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a string, got {type(text).__name__}")
+    for pat in _PATTERNS:
+        found = pat.findall(text)
+        if found:
+            ans = _normalise(found[-1])
+            if ans:
+                return ans
+    nums = _LAST_NUM.findall(text)
+    return _normalise(nums[-1]) if nums else None
+
+
+def _to_number(s: str):
+    try:
+        return float(_normalise(s))
+    except (ValueError, AttributeError):
+        return None
+
+
+def is_correct(pred: str | None, gold: str) -> bool:
+    """Exact-answer check: numerically equal (relative tolerance 1e-6) when both parse as numbers,
+    else equal as case-insensitive normalised strings. ``None`` is never correct."""
+    if pred is None:
+        return False
+    a, b = _to_number(str(pred)), _to_number(str(gold))
+    if a is not None and b is not None:
+        return abs(a - b) <= 1e-6 * max(1.0, abs(b))
+    return _normalise(str(pred)).lower() == _normalise(str(gold)).lower()

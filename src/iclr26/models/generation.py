@@ -1,0 +1,151 @@
+"""Batched text generation on top of transformers' ``generate``: left padding, KV cache, greedy or
+sampled decoding, optional per-step logits processors and per-step scores.
+
+Every decoding component in the library takes the same arguments as :func:`generate`, so a method
+and its baseline differ only in the ``logits_processor`` (or sampling knobs) they pass.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+_END_OF_TURN = ("<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<|eot_id|>", "<eos>")
+
+
+def stop_token_ids(tokenizer, model=None) -> list[int]:
+    """Token ids that end a completion: the tokenizer's/model's eos plus known end-of-turn tokens."""
+    ids: list[int] = []
+
+    def add(x):
+        if x is None:
+            return
+        for i in (x if isinstance(x, (list, tuple)) else [x]):
+            if isinstance(i, int) and i >= 0 and i not in ids:
+                ids.append(i)
+
+    add(getattr(tokenizer, "eos_token_id", None))
+    if model is not None and getattr(model, "generation_config", None) is not None:
+        add(model.generation_config.eos_token_id)
+    vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+    for t in _END_OF_TURN:
+        if t in vocab:
+            add(vocab[t])
+    return ids
+
+
+def _as_processor_list(logits_processor):
+    from transformers import LogitsProcessorList
+
+    if logits_processor is None:
+        return None
+    if isinstance(logits_processor, LogitsProcessorList):
+        return logits_processor
+    if isinstance(logits_processor, (list, tuple)):
+        return LogitsProcessorList(list(logits_processor))
+    if callable(logits_processor):
+        return LogitsProcessorList([logits_processor])
+    raise TypeError(
+        f"logits_processor must be a LogitsProcessor, a list of them or None, got {type(logits_processor).__name__}"
+    )
+
+
+def generate(
+    model,
+    tokenizer,
+    prompts: Sequence[str] | str,
+    max_new_tokens: int,
+    *,
+    do_sample: bool = False,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    logits_processor=None,
+    seed: int | None = None,
+    batch_size: int = 8,
+    return_scores: bool = False,
+    **generate_kwargs,
+):
+    """Generate a completion for each prompt (prompts are used verbatim: apply a chat template first).
+
+    Prompts are processed in order, in batches of ``batch_size`` with left padding and the KV cache.
+    Greedy when ``do_sample`` is False (``temperature``/``top_p`` are then ignored); otherwise pure
+    ancestral sampling with the given temperature and nucleus ``top_p`` (no top-k cut). ``seed``
+    seeds torch's global generator once before the first batch, so a call is reproducible.
+    ``logits_processor`` (a transformers ``LogitsProcessor`` or list) runs at every step after the
+    built-in ones. Extra keyword arguments go to ``model.generate`` (e.g. ``min_new_tokens``).
+
+    Returns the decoded completions (special tokens removed, prompt excluded). With
+    ``return_scores=True`` returns ``(completions, scores)`` where ``scores[i]`` is a float tensor
+    ``(n_generated_i, vocab)`` of the processed logits at each step of completion ``i`` (the
+    distribution the next token was chosen from), truncated after the first stop token.
+    """
+    import torch
+
+    if isinstance(prompts, str):
+        prompts = [prompts]
+    prompts = list(prompts)
+    if not all(isinstance(p, str) for p in prompts):
+        raise TypeError("prompts must be strings (apply the chat template before calling generate)")
+    if not isinstance(max_new_tokens, int) or max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if do_sample:
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0 when sampling, got {temperature!r}")
+        if not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+    if seed is not None:
+        torch.manual_seed(int(seed))
+
+    from transformers import GenerationConfig
+
+    stops = stop_token_ids(tokenizer, model)
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else (stops[0] if stops else 0)
+    gen_cfg = dict(
+        max_new_tokens=max_new_tokens,
+        do_sample=bool(do_sample),
+        eos_token_id=stops or None,
+        pad_token_id=pad_id,
+        use_cache=True,
+        return_dict_in_generate=True,
+        output_scores=bool(return_scores),
+    )
+    if do_sample:
+        gen_cfg.update(temperature=float(temperature), top_p=float(top_p), top_k=0)
+    gen_cfg.update({k: generate_kwargs.pop(k) for k in list(generate_kwargs) if hasattr(GenerationConfig(), k)})
+    config = GenerationConfig(**gen_cfg)
+    processors = _as_processor_list(logits_processor)
+    device = next(model.parameters()).device
+
+    old_side = getattr(tokenizer, "padding_side", "right")
+    tokenizer.padding_side = "left"
+    completions: list[str] = []
+    all_scores: list = []
+    was_training = model.training
+    model.eval()
+    try:
+        for start in range(0, len(prompts), batch_size):
+            chunk = prompts[start : start + batch_size]
+            enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False)
+            enc = {k: v.to(device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
+            with torch.no_grad():
+                out = model.generate(
+                    **enc,
+                    generation_config=config,
+                    logits_processor=processors,
+                    **generate_kwargs,
+                )
+            new = out.sequences[:, enc["input_ids"].shape[1] :]
+            for i in range(new.shape[0]):
+                ids = new[i].tolist()
+                n = len(ids)
+                for j, t in enumerate(ids):
+                    if t in stops:
+                        n = j + 1
+                        break
+                completions.append(tokenizer.decode(ids[:n], skip_special_tokens=True))
+                if return_scores:
+                    all_scores.append(torch.stack([s[i] for s in out.scores[:n]]).float().cpu())
+    finally:
+        tokenizer.padding_side = old_side
+        model.train(was_training)
+    return (completions, all_scores) if return_scores else completions
