@@ -48,7 +48,7 @@ def _tiny_trio():
 
 
 def run(scale: str, seed: int) -> dict:
-    from iclr26.data import math as dm
+    from iclr26.decoding.proxythinker import _tasks as dm
     from iclr26.decoding.proxythinker import layer_pruned_copy, proxythinker_generate
 
     cfg = SCALES[scale]
@@ -97,6 +97,7 @@ def run(scale: str, seed: int) -> dict:
             "seconds": {"load": t_load, **timing},
             "alpha": cfg["alpha"],
             "amateur_layers_kept": cfg["amateur_keep"],
+            "problem_source": dm.source(),
             "examples": {k: v[:2] for k, v in texts.items()},
         },
     }
