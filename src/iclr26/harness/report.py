@@ -20,7 +20,6 @@ from .experiments import claims_for, folder_fingerprint
 from .store import Store
 from .verdicts import judge
 
-BEGIN, END = "<!-- claims:begin -->", "<!-- claims:end -->"
 SCALE_ORDER = ("paper", "quick", "smoke")
 
 
@@ -103,19 +102,26 @@ def claims_markdown(rec: dict) -> str:
     return "\n".join(lines)
 
 
-def update_readme(paper: Paper, rec: dict) -> bool:
-    """Write the claim table between the markers of the paper's README; True if it changed."""
-    path = paper.folder / "README.md"
-    text = path.read_text()
-    if BEGIN not in text or END not in text:
+def _update_block(path: Path, name: str, content: str) -> bool:
+    """Replace the text between ``<!-- name:begin -->`` and ``<!-- name:end -->``; True if changed."""
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    if not path.is_file():
         return False
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    new = f"{head}{BEGIN}\n{claims_markdown(rec)}\n{END}{tail}"
+    text = path.read_text()
+    if begin not in text or end not in text:
+        return False
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    new = f"{head}{begin}\n{content}\n{end}{tail}"
     if new != text:
         path.write_text(new)
         return True
     return False
+
+
+def update_readme(paper: Paper, rec: dict) -> bool:
+    """Write the claim table between the claims markers of the paper's README."""
+    return _update_block(paper.folder / "README.md", "claims", claims_markdown(rec))
 
 
 def plot_claim(path: Path, claim, values) -> None:
@@ -200,6 +206,8 @@ def build_report(out: str | Path = "site", store_path=None, write_readmes: bool 
             if write_readmes:
                 update_readme(p, rec)
     _index(out, records)
+    if write_readmes:
+        _update_block(Path(__file__).resolve().parents[3] / "README.md", "summary", summary_markdown(records))
     summary = [{k: v for k, v in r.items()} for r in records]
     (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
     (out / "summary.md").write_text(summary_markdown(records))

@@ -1,0 +1,68 @@
+"""The claims.toml schema: valid documents parse, invalid ones fail with a message naming the problem."""
+import copy
+
+import pytest
+
+from iclr26.harness.claims import ClaimsError, load_claims, parse_claims
+
+GOOD = {
+    "paper": {"title": "T", "arxiv": "2501.00001", "code": ""},
+    "claims": [{
+        "id": "c1", "statement": "s", "paper_value": 0.5, "source": "Table 1", "metric": "acc",
+        "method": "m", "baseline": "b", "direction": "greater", "unit": "seeds", "test": "wilcoxon",
+    }],
+}
+
+
+def mutate(**changes):
+    doc = copy.deepcopy(GOOD)
+    for k, v in changes.items():
+        if v is None:
+            doc["claims"][0].pop(k)
+        else:
+            doc["claims"][0][k] = v
+    return doc
+
+
+def test_good_document_parses():
+    pc = parse_claims(GOOD)
+    c = pc.claims[0]
+    assert (c.method, c.baseline, c.alpha, c.paper_value) == ("m", "b", 0.05, "0.5")
+    assert c.arms == ("m", "b")
+
+
+@pytest.mark.parametrize("changes,match", [
+    (dict(test="ttest"), "unknown test 'ttest'"),
+    (dict(direction="bigger"), "bad direction"),
+    (dict(unit="runs"), "bad unit"),
+    (dict(baseline=None), "exactly one of 'baseline'"),
+    (dict(baseline_value=0.1), "exactly one of 'baseline'"),
+    (dict(metric=None), r"missing field\(s\) \['metric'\]"),
+    (dict(direction="equivalent"), "positive 'margin'"),
+    (dict(test="tost"), "needs direction 'equivalent'"),
+    (dict(test="mcnemar"), "unit must be 'items'"),
+    (dict(alpha=1.5), "alpha must lie"),
+    (dict(colour="red"), "unknown field"),
+    (dict(margin=-1), "margin must be >= 0"),
+])
+def test_bad_claims_are_rejected(changes, match):
+    with pytest.raises(ClaimsError, match=match):
+        parse_claims(mutate(**changes), "x/claims.toml")
+
+
+def test_duplicate_ids_and_missing_paper():
+    doc = copy.deepcopy(GOOD)
+    doc["claims"].append(copy.deepcopy(doc["claims"][0]))
+    with pytest.raises(ClaimsError, match="duplicate claim id"):
+        parse_claims(doc)
+    with pytest.raises(ClaimsError, match=r"\[paper\]"):
+        parse_claims({"claims": GOOD["claims"]})
+
+
+def test_load_reports_file_problems(tmp_path):
+    with pytest.raises(ClaimsError, match="file not found"):
+        load_claims(tmp_path / "none.toml")
+    bad = tmp_path / "claims.toml"
+    bad.write_text("[paper\n")
+    with pytest.raises(ClaimsError, match="not valid TOML"):
+        load_claims(bad)
