@@ -60,3 +60,18 @@ def test_smoke_experiment_covers_claims(paper):
     for claim in claims_for(paper).claims:
         v = judge(claim, [trial])
         assert v.verdict != "error", f"{claim.id}: {v.note}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("paper", IMPLEMENTED, ids=lambda p: p.id)
+def test_quick_claim_check_runs(paper, tmp_path):
+    """The quick-scale claim check end to end through the harness (slow: minutes per paper)."""
+    from iclr26.harness.runner import plan, run_jobs
+    from iclr26.harness.store import Store
+    from iclr26.harness.verdicts import judge_paper
+
+    with Store(tmp_path / "quick.sqlite") as store:
+        jobs, _ = plan([paper.id], "quick", None, store, force=True)
+        trials = run_jobs(jobs, store, n_workers=2)
+        assert all(t.status == "ok" for t in trials), [t.error for t in trials if t.status != "ok"]
+        assert all(v.verdict != "error" for v in judge_paper(paper, "quick", store))
