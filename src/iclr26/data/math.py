@@ -2,8 +2,7 @@
 
 - :func:`gsm_problems`: GSM8K-style word problems from reasoning-gym's ``gsm_symbolic`` (symbolic
   rewrites of GSM8K templates, seeded, with a numeric gold answer and a worked solution);
-- :func:`arithmetic_problems`: easier procedural arithmetic (reasoning-gym ``basic_arithmetic``)
-  with a difficulty knob, for small models such as SmolLM2-135M (which scores ~0 % on GSM);
+- :func:`arithmetic_problems`: easier procedural integer arithmetic with a difficulty knob, for small models such as SmolLM2-135M (which scores ~0 % on GSM);
 - :func:`chat_prompt`, :func:`extract_answer`, :func:`is_correct`.
 """
 from __future__ import annotations
@@ -52,40 +51,45 @@ def gsm_problems(n: int, seed: int = 0) -> list[Problem]:
     return out
 
 
-#: difficulty -> reasoning-gym basic_arithmetic settings (terms, digits, operators)
+#: difficulty -> (min_terms, max_terms, min_digits, max_digits, operators)
 ARITHMETIC_LEVELS = {
-    1: dict(min_terms=2, max_terms=2, min_digits=1, max_digits=1, operators=("+", "-")),
-    2: dict(min_terms=2, max_terms=2, min_digits=1, max_digits=2, operators=("+", "-")),
-    3: dict(min_terms=2, max_terms=3, min_digits=1, max_digits=2, operators=("+", "-", "*")),
-    4: dict(min_terms=3, max_terms=4, min_digits=1, max_digits=3, operators=("+", "-", "*")),
-    5: dict(min_terms=2, max_terms=6, min_digits=1, max_digits=4, operators=("+", "-", "*", "/")),
+    1: (2, 2, 1, 1, ("+", "-")),
+    2: (2, 2, 1, 2, ("+", "-")),
+    3: (2, 3, 1, 2, ("+", "-", "*")),
+    4: (3, 4, 1, 3, ("+", "-", "*")),
+    5: (3, 6, 1, 4, ("+", "-", "*")),
 }
 
 
 def arithmetic_problems(n: int, seed: int = 0, difficulty: int = 1) -> list[Problem]:
-    """``n`` procedural arithmetic problems (reasoning-gym ``basic_arithmetic``).
+    """``n`` procedural integer-arithmetic problems, ``"Calculate 12 + 7 * 3."`` (the question format
+    of reasoning-gym's ``basic_arithmetic``).
 
-    ``difficulty`` 1 (two one-digit terms, + and -) to 5 (reasoning-gym's defaults: up to six
-    four-digit terms with all four operators); see :data:`ARITHMETIC_LEVELS`. Levels 1-4 have no
-    parentheses or negation.
+    ``difficulty`` 1 (two one-digit terms, + and -) to 5 (three to six terms of up to four digits,
+    with *); see :data:`ARITHMETIC_LEVELS`. The gold answer is the exact value under the usual
+    operator precedence. (reasoning-gym's own ``basic_arithmetic`` without parentheses evaluates
+    left to right, so its gold answers disagree with precedence; hence this generator.)
     """
     _check_n_seed(n, seed)
     if difficulty not in ARITHMETIC_LEVELS:
         raise ValueError(f"difficulty must be one of {sorted(ARITHMETIC_LEVELS)}, got {difficulty!r}")
-    if n == 0:
-        return []
-    import reasoning_gym as rg
+    import numpy as np
 
-    kw = dict(ARITHMETIC_LEVELS[difficulty])
-    kw["operators"] = list(kw["operators"])
-    if difficulty < 5:
-        kw.update(allow_parentheses=False, allow_negation=False)
-    ds = rg.create_dataset("basic_arithmetic", size=n, seed=seed, **kw)
+    lo_t, hi_t, lo_d, hi_d, ops = ARITHMETIC_LEVELS[difficulty]
+    rng = np.random.default_rng([seed, difficulty])
     out = []
-    for x in ds:
-        meta = dict(x.get("metadata", {}))
-        meta["level"] = difficulty
-        out.append(Problem(question=x["question"], answer=str(x["answer"]).strip(), cot=None, metadata=meta))
+    for i in range(n):
+        k = int(rng.integers(lo_t, hi_t + 1))
+        terms = []
+        for _ in range(k):
+            d = int(rng.integers(lo_d, hi_d + 1))
+            terms.append(str(int(rng.integers(0 if d == 1 else 10 ** (d - 1), 10 ** d))))
+        expr = terms[0]
+        for t in terms[1:]:
+            expr += f" {ops[int(rng.integers(len(ops)))]} {t}"
+        value = eval(expr, {"__builtins__": {}}, {})  # digits and + - * only: built above
+        out.append(Problem(question=f"Calculate {expr}.", answer=str(value), cot=None,
+                           metadata=dict(expression=expr, num_terms=k, level=difficulty, index=i)))
     return out
 
 
