@@ -1,0 +1,20 @@
+"""How transformers learn causal structure in context: task, BMA oracle, two-layer RPE transformer (causal_icl)."""
+from .model import (
+    PositionOnlyAttention,
+    RandomParentMarkovTask,
+    TwoLayerRPEConfig,
+    TwoLayerRPETransformer,
+    bma_posterior,
+    bma_predict,
+    identifiable_softmax_error,
+)
+
+__all__ = [
+    "PositionOnlyAttention",
+    "RandomParentMarkovTask",
+    "TwoLayerRPEConfig",
+    "TwoLayerRPETransformer",
+    "bma_posterior",
+    "bma_predict",
+    "identifiable_softmax_error",
+]
