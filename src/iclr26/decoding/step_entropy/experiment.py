@@ -20,7 +20,7 @@ from iclr26.common.seeding import seed_everything
 SCALES = {
     "smoke": dict(model="tiny", n_problems=3, cot_tokens=12, answer_tokens=4, kappa=0.8),
     # kappa = 0.8: the paper's main setting (Sec. 4.1)
-    "quick": dict(model="qwen2.5-coder-0.5b", n_problems=30, cot_tokens=192, answer_tokens=12,
+    "quick": dict(model="qwen2.5-coder-0.5b", n_problems=24, cot_tokens=160, answer_tokens=12,
                   kappa=0.8),
     # the paper: DeepSeek-R1-Distill-Qwen-7B/14B and Qwen3-8B on MATH-500 / AIME 2024, full CoTs
     "paper": dict(model="deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", n_problems=500, cot_tokens=32768,

@@ -1,0 +1,109 @@
+"""Tests of ReBalance: step confidence, window variance, the dynamic control function, hooks."""
+import math
+
+import numpy as np
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from iclr26.decoding.rebalance import (
+    ReBalanceConfig,
+    ReBalanceSteerer,
+    control,
+    fit_rebalance,
+    step_confidence,
+    window_variance,
+)
+from iclr26.models import SimpleTokenizer
+from iclr26.models.generation import generate
+
+
+@pytest.fixture(scope="module")
+def lm():
+    tok = SimpleTokenizer.from_texts(["0123456789+-=. abcdefghijklmnopqrstuvwxyz\n?:"], level="char")
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, pad_token_id=tok.pad_token_id,
+                      eos_token_id=tok.eos_token_id)
+    return LlamaForCausalLM(cfg).eval(), tok
+
+
+def cfg_with(strength, dim=32, **kw):
+    torch.manual_seed(1)
+    v = torch.randn(dim)
+    base = dict(vector=v / v.norm(), layer=1, tau_c_low=0.2, tau_c_high=0.9, tau_v_low=0.0,
+                tau_v_high=1.0, scale=1.0, strength=strength)
+    base.update(kw)
+    return ReBalanceConfig(**base)
+
+
+def test_step_confidence_and_variance_hand_values():
+    assert step_confidence([0.5, 0.125]) == pytest.approx(0.25)       # geometric mean
+    assert window_variance([0.2, 0.4, 0.9], window=2) == pytest.approx([0.0, 0.01, 0.0625])
+
+
+def test_control_function_hand_values():
+    """alpha = sign(c - tau_c^H) * B * tanh(|c - tau_c^H|), B by region (B_o, B_u, B_m)."""
+    cfg = cfg_with(2.0, tau_c_low=0.3, tau_c_high=0.7, tau_v_low=0.01, tau_v_high=0.05,
+                   amplitudes=(1.0, 3.0, 0.5), scale=1.5)
+    # overthinking region: c <= 0.3 and v >= 0.05 -> B_o = 1
+    assert control(0.2, 0.1, cfg) == pytest.approx(-1.0 * math.tanh(0.5) * 2.0 * 1.5)
+    # underthinking region: c >= 0.7 and v <= 0.01 -> B_u = 3, positive sign
+    assert control(0.9, 0.0, cfg) == pytest.approx(3.0 * math.tanh(0.2) * 2.0 * 1.5)
+    # neither: B_m
+    assert control(0.5, 0.03, cfg) == pytest.approx(-0.5 * math.tanh(0.2) * 2.0 * 1.5)
+    assert control(0.7, 0.03, cfg) == 0.0
+
+
+PROMPTS = ["q: 12+7=\n", "q: 3+4?\n"]
+
+
+def test_zero_strength_equals_plain_decoding(lm):
+    model, tok = lm
+    cfg = cfg_with(0.0, tau_c_high=1.0)
+    plain = generate(model, tok, PROMPTS, 20)
+    with ReBalanceSteerer(model, tok, cfg, sep="1") as st:
+        got = generate(model, tok, PROMPTS, 20, logits_processor=[st.processor])
+    assert got == plain
+
+
+def test_steering_is_applied_and_hooks_removed(lm):
+    model, tok = lm
+    plain = generate(model, tok, PROMPTS, 20)
+    # any character ends a "step": steering at every token; huge strength changes the output
+    cfg = cfg_with(200.0, tau_c_high=1.0)
+    seps = "".join(sorted(set("0123456789+-=. abcdefghijklmnopqrstuvwxyz\n?:")))
+    st = ReBalanceSteerer(model, tok, cfg, sep=seps[0])
+    st.sep_ids = torch.arange(len(tok))
+    with st:
+        got = generate(model, tok, PROMPTS, 20, logits_processor=[st.processor])
+        assert len(model.model.layers[1]._forward_hooks) == 1
+    assert st.alphas_applied and all(a < 0 for a in st.alphas_applied)  # c < tau_c^H = 1
+    assert got != plain
+    assert len(model.model.layers[1]._forward_hooks) == 0
+    assert generate(model, tok, PROMPTS, 20) == plain
+
+
+def test_fit_builds_unit_vector(lm):
+    model, tok = lm
+    comps = ["\n\n".join(f"{i}+{j}={i + j}" for j in range(6)) for i in range(4)]
+    cfg = fit_rebalance(model, tok, PROMPTS * 2, comps, layer=1, relax=True)
+    assert cfg.vector.shape == (32,)
+    assert float(cfg.vector.norm()) == pytest.approx(1.0, abs=1e-5)
+    assert cfg.tau_c_low <= cfg.tau_c_high and cfg.info["n_over"] > 0 and cfg.info["n_under"] > 0
+
+
+def test_rejections(lm):
+    model, tok = lm
+    with pytest.raises(ValueError, match="strength"):
+        cfg_with(-1.0)
+    with pytest.raises(ValueError, match="thresholds"):
+        cfg_with(1.0, tau_c_low=0.9, tau_c_high=0.1)
+    with pytest.raises(ValueError, match="layer"):
+        ReBalanceSteerer(model, tok, cfg_with(1.0, layer=5))
+    with pytest.raises(ValueError, match="window"):
+        window_variance([0.1], 0)
+    with pytest.raises(ValueError, match=r"\(0, 1\]"):
+        step_confidence([0.0])
+    with pytest.raises(ValueError, match="q_low"):
+        fit_rebalance(model, tok, ["a"], ["b"], layer=0, q_low=0.9, q_high=0.1)
