@@ -1,6 +1,7 @@
 """ReBalance: confidence-guided steering against over- and under-thinking.
 
-Paper: "ReBalance: Efficient Reasoning with Balanced Thinking" (ICLR 2026; official code
+Paper: Li, Tu, Ding, Wang, Zhen, Chen, Li, Tian, "Efficient Reasoning with Balanced Thinking",
+ICLR 2026, arXiv:2603.12372 (official code
 https://github.com/yu-lin-li/ReBalance; this module is an independent implementation).
 
 Per reasoning step s (steps end at a blank line, "\\n\\n"):
