@@ -1,0 +1,245 @@
+"""AutoDeco heads and losses.
+
+Paper: Zhichao Wang et al., "The End of Manual Decoding: Towards Truly End-to-End Language Models",
+arXiv:2510.26697 (ICLR 2026). Official code: https://github.com/Zacks917/AutoDeco (not copied;
+written from the paper's Section 2 description).
+
+Two small MLP heads read the frozen language model's last hidden state ``h_t`` and predict a
+token-level temperature ``T_t`` and top-p ``P_t`` (Sec. 2.1). They are trained with the model's
+own next-token cross-entropy through a differentiable "soft" top-p (Sec. 2.2), so no labels for
+``T`` or ``P`` are needed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+__all__ = [
+    "AutoDecoConfig",
+    "AutoDecoHeads",
+    "soft_top_p_probs",
+    "top_p_filter",
+    "warp_logits",
+    "autodeco_loss",
+    "probability_features",
+]
+
+
+@dataclass
+class AutoDecoConfig:
+    """Sizes of the two heads.
+
+    ``head_hidden=256`` and ``max_temperature=2.0`` (a sigmoid scaled to (0, 2)) follow the
+    released head architecture (paper Sec. 2.1: "lightweight MLP heads"; sizes from the official
+    code's ``TempHead``/``TopPHead``). ``use_prob_features`` adds four statistics of the
+    temperature-scaled distribution (max probability, entropy, variance, top-5 mass) to the top-p
+    head's input, as the released heads do; the paper's Sec. 2.1 conditions the top-p head on
+    ``h_t`` and the predicted temperature.
+    """
+
+    hidden_size: int
+    head_hidden: int = 256
+    max_temperature: float = 2.0
+    use_prob_features: bool = True
+
+    def __post_init__(self):
+        if not isinstance(self.hidden_size, int) or self.hidden_size < 1:
+            raise ValueError(f"hidden_size must be a positive integer, got {self.hidden_size!r}")
+        if not isinstance(self.head_hidden, int) or self.head_hidden < 1:
+            raise ValueError(f"head_hidden must be a positive integer, got {self.head_hidden!r}")
+        if not self.max_temperature > 0:
+            raise ValueError(f"max_temperature must be > 0, got {self.max_temperature!r}")
+
+
+def probability_features(logits: torch.Tensor) -> torch.Tensor:
+    """``[max p, entropy, variance of p, top-5 mass]`` of ``softmax(logits)`` along the last axis."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    p = logp.exp()
+    k = min(5, p.shape[-1])
+    return torch.stack(
+        [
+            p.max(dim=-1).values,
+            -(p * logp).sum(-1),
+            p.var(dim=-1),
+            p.topk(k, dim=-1).values.sum(-1),
+        ],
+        dim=-1,
+    )
+
+
+class AutoDecoHeads(nn.Module):
+    """Temperature head and top-p head on a frozen LM's last hidden state (paper Sec. 2.1).
+
+    ``T_t = max_temperature * sigmoid(MLP_T(h_t))`` and
+    ``P_t = sigmoid(MLP_P([h_t, T_t, stats(softmax(l_t / T_t))]))`` where ``T_t`` enters the top-p
+    head detached, so the top-p head does not move the temperature head through its input.
+
+    ``forward(hidden, logits) -> (temperature, top_p)``, both shaped like ``hidden[..., 0]``.
+    """
+
+    def __init__(self, config: AutoDecoConfig):
+        super().__init__()
+        if not isinstance(config, AutoDecoConfig):
+            raise TypeError(f"config must be an AutoDecoConfig, got {type(config).__name__}")
+        self.config = config
+        h, k = config.hidden_size, config.head_hidden
+        self.temp_head = nn.Sequential(nn.Linear(h, k), nn.ReLU(), nn.Linear(k, 1))
+        extra = 1 + (4 if config.use_prob_features else 0)
+        self.top_p_head = nn.Sequential(nn.Linear(h + extra, k), nn.ReLU(), nn.Linear(k, 1))
+
+    @classmethod
+    def from_base(cls, model, **kwargs) -> "AutoDecoHeads":
+        """Heads sized for a transformers causal LM (reads ``model.config.hidden_size``)."""
+        cfg = model.config
+        hidden = getattr(cfg, "hidden_size", None)
+        if hidden is None and hasattr(cfg, "get_text_config"):
+            hidden = cfg.get_text_config().hidden_size
+        if hidden is None:
+            raise ValueError("model.config has no hidden_size; build AutoDecoConfig(hidden_size=...) yourself")
+        return cls(AutoDecoConfig(hidden_size=int(hidden), **kwargs))
+
+    def temperature(self, hidden: torch.Tensor) -> torch.Tensor:
+        return self.config.max_temperature * torch.sigmoid(self.temp_head(hidden.float())).squeeze(-1)
+
+    def forward(self, hidden: torch.Tensor, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if hidden.shape[:-1] != logits.shape[:-1]:
+            raise ValueError(
+                f"hidden {tuple(hidden.shape)} and logits {tuple(logits.shape)} must share leading dimensions"
+            )
+        if hidden.shape[-1] != self.config.hidden_size:
+            raise ValueError(f"hidden size {hidden.shape[-1]} != config.hidden_size {self.config.hidden_size}")
+        hidden = hidden.float()
+        temp = self.temperature(hidden)
+        t_in = temp.detach()
+        feats = [hidden, t_in.unsqueeze(-1)]
+        if self.config.use_prob_features:
+            with torch.no_grad():
+                feats.append(probability_features(logits.float() / t_in.clamp_min(1e-2).unsqueeze(-1)))
+        top_p = torch.sigmoid(self.top_p_head(torch.cat(feats, dim=-1))).squeeze(-1)
+        return temp, top_p
+
+    @torch.no_grad()
+    def set_constant(self, temperature: float = 1.0, top_p: float = 1.0) -> "AutoDecoHeads":
+        """Make both heads output constants (zero weights, bias = logit of the target).
+
+        ``top_p=1.0`` is represented by a bias of 40 (sigmoid = 1.0 in float32). Used for the
+        reduction "AutoDeco with T=1, p=1 is plain sampling" and as a neutral start.
+        """
+        if not 0 < temperature < self.config.max_temperature:
+            raise ValueError(f"temperature must be in (0, {self.config.max_temperature}), got {temperature!r}")
+        if not 0 < top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+        for head, target in ((self.temp_head, temperature / self.config.max_temperature), (self.top_p_head, top_p)):
+            last = head[-1]
+            last.weight.zero_()
+            last.bias.fill_(40.0 if target >= 1.0 else float(torch.logit(torch.tensor(target, dtype=torch.float64))))
+        return self
+
+
+def top_p_filter(probs: torch.Tensor, top_p: torch.Tensor | float) -> torch.Tensor:
+    """Hard nucleus mask: keep the smallest set of highest-probability tokens whose mass reaches
+    ``top_p`` (the top token is always kept). ``top_p`` is a scalar or has ``probs.shape[:-1]``.
+    Returns a boolean mask shaped like ``probs``.
+    """
+    top_p = torch.as_tensor(top_p, dtype=probs.dtype, device=probs.device)
+    if top_p.dim() < probs.dim():
+        top_p = top_p.expand(probs.shape[:-1]).unsqueeze(-1)
+    sorted_p, order = probs.sort(dim=-1, descending=True)
+    before = sorted_p.cumsum(-1) - sorted_p  # mass strictly before each sorted token
+    keep_sorted = before < top_p
+    keep_sorted[..., 0] = True
+    return torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+
+
+def warp_logits(logits: torch.Tensor, temperature, top_p) -> torch.Tensor:
+    """Inference-time AutoDeco warp: ``l / T`` then a hard top-p cut at ``P`` (Sec. 2.3),
+    returned as new logits with ``-inf`` outside the nucleus. ``temperature``/``top_p`` are
+    scalars or tensors shaped ``logits.shape[:-1]``."""
+    t = torch.as_tensor(temperature, dtype=torch.float32, device=logits.device)
+    if t.dim() < logits.dim():
+        t = t.expand(logits.shape[:-1]).unsqueeze(-1)
+    scaled = logits.float() / t.clamp_min(1e-6)
+    keep = top_p_filter(torch.softmax(scaled, dim=-1), top_p)
+    return scaled.masked_fill(~keep, float("-inf"))
+
+
+def soft_top_p_probs(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor, alpha: float = 30.0):
+    """The paper's differentiable top-p (Sec. 2.2).
+
+    ``p = softmax(l / T)``; sort descending, ``c = cumsum``; ``m_sorted = exp(-alpha * ReLU(c - P))``,
+    scattered back to vocabulary order; ``p~ = (p * m) / (sum(p * m) + 1e-9)``.
+    ``alpha`` (steepness) = 30 as in the released training code. Differentiable in ``T`` and ``P``.
+    """
+    if alpha <= 0:
+        raise ValueError(f"alpha must be > 0, got {alpha!r}")
+    p = torch.softmax(logits.float() / temperature.unsqueeze(-1), dim=-1)
+    sorted_p, order = p.sort(dim=-1, descending=True)
+    c = sorted_p.cumsum(-1)
+    m_sorted = torch.exp(-alpha * F.relu(c - top_p.unsqueeze(-1)))
+    m = torch.zeros_like(p).scatter(-1, order, m_sorted)
+    pm = p * m
+    return pm / (pm.sum(-1, keepdim=True) + 1e-9)
+
+
+def autodeco_loss(
+    heads: AutoDecoHeads,
+    hidden: torch.Tensor,
+    logits: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    alpha: float = 30.0,
+    easy_drop: float = 0.6,
+    min_temperature: float = 0.01,
+    weights: torch.Tensor | None = None,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, dict]:
+    """``L = L_T + L_P`` on flattened positions (``hidden (N, H)``, ``logits (N, V)``, ``labels (N,)``).
+
+    - ``L_T``: cross-entropy of ``softmax(l / max(T, min_temperature))`` at the label,
+      weighted by the frozen model's ``p(y)`` (detached; the paper's "dynamic fine-tuning"
+      weighting, Sec. 2.2), with **easy-token masking**: a random ``easy_drop`` fraction (60 %) of
+      the positions where the base model's argmax already equals the label is left out.
+    - ``L_P``: negative log-likelihood of the label under the soft top-p distribution
+      (:func:`soft_top_p_probs`), with the same ``p(y)`` weighting. Its gradient reaches both heads
+      (``T`` is not detached here; only the top-p head's *input* copy of ``T`` is).
+
+    ``weights`` (N,) multiplies each position's loss (e.g. multiplicities of accepted samples).
+    The base model's logits are treated as constants. Returns ``(loss, parts)``.
+    """
+    if hidden.dim() != 2 or logits.dim() != 2 or labels.dim() != 1:
+        raise ValueError("autodeco_loss expects flattened hidden (N, H), logits (N, V) and labels (N,)")
+    if not (hidden.shape[0] == logits.shape[0] == labels.shape[0]):
+        raise ValueError(
+            f"hidden, logits and labels must have the same number of positions, got "
+            f"{hidden.shape[0]}, {logits.shape[0]}, {labels.shape[0]}"
+        )
+    if not 0.0 <= easy_drop < 1.0:
+        raise ValueError(f"easy_drop must be in [0, 1), got {easy_drop!r}")
+    logits = logits.detach().float()
+    temp, top_p = heads(hidden, logits)
+    with torch.no_grad():
+        p_base = torch.softmax(logits, dim=-1)
+        w_dft = p_base.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+        easy = p_base.argmax(-1) == labels
+        u = torch.rand(labels.shape, generator=generator, device=labels.device)
+        keep_t = ~(easy & (u < easy_drop))
+        w = torch.ones_like(w_dft) if weights is None else weights.float()
+    # temperature loss
+    ce_t = F.cross_entropy(logits / temp.clamp_min(min_temperature).unsqueeze(-1), labels, reduction="none")
+    wt = (w * keep_t).float()
+    loss_t = (ce_t * w_dft * wt).sum() / wt.sum().clamp_min(1.0)
+    # soft top-p loss
+    q = soft_top_p_probs(logits, temp.clamp_min(1e-8), top_p, alpha=alpha)
+    nll_p = -torch.log(q.gather(-1, labels.unsqueeze(-1)).squeeze(-1) + 1e-9)
+    loss_p = (nll_p * w_dft * w).sum() / w.sum().clamp_min(1.0)
+    loss = loss_t + loss_p
+    parts = {
+        "loss_t": float(loss_t.detach()),
+        "loss_p": float(loss_p.detach()),
+        "mean_T": float(temp.detach().mean()),
+        "mean_P": float(top_p.detach().mean()),
+    }
+    return loss, parts
