@@ -10,6 +10,8 @@ Measurements (all per seed):
   quarter of the KAN-TK eigenvectors ("structured"), random labels, and labels in the bottom quarter
   ("anti"), all from the same initialisation (Thm 4.6: rate set by the label's spectrum).
 - ``thm46_r2``: R^2 between the observed log residual curve and Thm 4.6's prediction from H(0).
+- ``alpha_shift``: ||alpha(T) - alpha(0)||_inf after GD to convergence at the narrowest and the
+  widest width of the scan (largest n): the lazy-training shift the paper shows shrinking with m.
 - ``width_exponent``: slope of log(width needed) against log(n), for the KAN and for the ReLU net.
   Width needed at a given n = the width at which the largest kernel drift during training,
   max_t ||H(t) - H(0)||_2, falls to lambda_min(H(0)) / 2, the condition the proofs of Thm 4.2 and of
@@ -94,18 +96,21 @@ def _steps_to(eps: float, eta: float, lam_min: float, cap: int) -> int:
     return int(min(cap, max(1, math.ceil(math.log(1.0 / eps) / rate))))
 
 
-def _drift_at(arch: str, x: torch.Tensor, y: torch.Tensor, m: int, cfg: dict, gen: torch.Generator) -> float:
-    """Relative kernel drift max_t ||H(t) - H(0)|| / lambda_min(H(0)) of one GD run to eps."""
+def _drift_at(arch: str, x: torch.Tensor, y: torch.Tensor, m: int, cfg: dict, gen: torch.Generator):
+    """Relative kernel drift max_t ||H(t) - H(0)|| / lambda_min(H(0)) of one GD run to eps, and the
+    lazy-training shift ||theta(T) - theta(0)||_inf of the trained first-layer weights."""
     n, d = x.shape
     model, kfn = (_kan(d, m, gen), kan_tangent_kernel) if arch == "kan" else (_relu(d, m, gen), relu_tangent_kernel)
     lam = torch.linalg.eigvalsh(kfn(model, x))
     lam_min, lam_max = float(lam[0]), float(lam[-1])
     if lam_min <= 1e-10 * lam_max:
-        return float("inf")
+        return float("inf"), float("nan")
+    theta0 = next(model.parameters()).detach().clone()
     eta = 1.0 / lam_max
     steps = _steps_to(cfg["eps"] ** 0.5, eta, lam_min, cfg["max_steps"])
     _, drift = gradient_descent(model, x, y, steps, eta, kfn, max(1, steps // cfg["drift_checks"]))
-    return drift / lam_min
+    shift = float((next(model.parameters()).detach() - theta0).abs().max())
+    return drift / lam_min, shift
 
 
 def width_exponent(arch: str, cfg: dict, gen: torch.Generator) -> tuple[float, list]:
@@ -115,8 +120,9 @@ def width_exponent(arch: str, cfg: dict, gen: torch.Generator) -> tuple[float, l
     for n in cfg["scan_n"]:
         x = _sphere(n, d, gen)
         y = torch.randn(n, generator=gen, dtype=DTYPE)
-        drifts = [_drift_at(arch, x, y, m, cfg, gen) for m in cfg["scan_m"]]
-        rows.append({"n": n, "drift": drifts})
+        runs = [_drift_at(arch, x, y, m, cfg, gen) for m in cfg["scan_m"]]
+        drifts = [r[0] for r in runs]
+        rows.append({"n": n, "drift": drifts, "shift": [r[1] for r in runs]})
         ok = [(math.log(m), math.log(v)) for m, v in zip(cfg["scan_m"], drifts) if np.isfinite(v) and v > 0]
         if len(ok) >= 2:
             lm, lv = np.array(ok).T
@@ -175,6 +181,7 @@ def run(scale: str, seed: int) -> dict:
 
     # --- width needed vs n: KAN against ReLU under the same protocol -------------------------
     exp_kan, rows_kan = width_exponent("kan", cfg, gen)
+    shift = rows_kan[-1]["shift"]  # largest n: ||alpha(T) - alpha(0)||_inf at the narrowest and widest m
     exp_relu, rows_relu = width_exponent("relu", cfg, gen)
 
     return {
@@ -183,6 +190,7 @@ def run(scale: str, seed: int) -> dict:
             "residual_ratio": ratio,
             "thm46_r2": {"kan": float(r2)},
             "width_exponent": {"kan": exp_kan, "relu": exp_relu},
+            "alpha_shift": {"wide": shift[-1], "narrow": shift[0]},
         },
         "info": {
             "n": n, "d": d, "width": m, "steps": int(steps), "eta": float(eta),
