@@ -107,3 +107,19 @@ def test_rejections(lm):
         step_confidence([0.0])
     with pytest.raises(ValueError, match="q_low"):
         fit_rebalance(model, tok, ["a"], ["b"], layer=0, q_low=0.9, q_high=0.1)
+
+
+def test_state_restarts_between_prompt_batches(lm):
+    """Steering state (pending alpha, step confidences) must not leak from one batch to the next."""
+    model, tok = lm
+    cfg = cfg_with(50.0, tau_c_high=1.0)
+    prompts = ["q: 12+7=\n", "q: 3+4?\n", "q: 9+9+9=\n", "q: 1?\n"]
+    st = ReBalanceSteerer(model, tok, cfg, sep="1")
+    st.sep_ids = torch.arange(len(tok))
+    with st:
+        both = generate(model, tok, prompts, 12, batch_size=2, logits_processor=[st.processor])
+    st2 = ReBalanceSteerer(model, tok, cfg, sep="1")
+    st2.sep_ids = torch.arange(len(tok))
+    with st2:
+        second = generate(model, tok, prompts[2:], 12, batch_size=2, logits_processor=[st2.processor])
+    assert both[2:] == second

@@ -149,12 +149,15 @@ class ReBalanceSteerer:
         self.cur_logp: list[list[float]] = [[] for _ in range(bsz)]
         self.conf: list[list[float]] = [[] for _ in range(bsz)]
         self.pending = torch.zeros(bsz)
-        self.last_len = -1
+        self.prev_ids = None
         self.prev_scores_maxlogp = None
 
     def _observe(self, input_ids, scores):
         bsz, length = input_ids.shape
-        if bsz != self.bsz or length <= self.last_len:
+        continues = (self.prev_ids is not None and bsz == self.bsz
+                     and length == self.prev_ids.shape[1] + 1
+                     and torch.equal(input_ids[:, :-1].cpu(), self.prev_ids))
+        if not continues:  # a new generation (or a new prompt batch) starts
             self._reset(bsz)
         elif self.prev_scores_maxlogp is not None:
             # the token appended since the last call was chosen from the previous distribution
@@ -168,7 +171,7 @@ class ReBalanceSteerer:
                     v = window_variance(self.conf[b], self.cfg.window)[-1]
                     self.pending[b] = control(c, v, self.cfg)
                     self.cur_logp[b] = []
-        self.last_len = length
+        self.prev_ids = input_ids.cpu()
         self.prev_scores_maxlogp = torch.log_softmax(scores.float(), -1).max(-1).values.cpu()
 
     def _hook(self, module, args, output):
