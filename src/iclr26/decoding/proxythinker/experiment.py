@@ -17,7 +17,7 @@ SCALES = {
     "smoke": dict(models="tiny", n_problems=3, max_new_tokens=6, alpha=0.5, amateur_keep=1,
                   batch_size=3),
     # alpha = 0.5: the paper's setting (Sec. 4); 20/24 layers: fixed a priori, not tuned
-    "quick": dict(models="qwen", n_problems=24, max_new_tokens=200, alpha=0.5, amateur_keep=20,
+    "quick": dict(models="qwen", n_problems=12, max_new_tokens=160, alpha=0.5, amateur_keep=20,
                   batch_size=8),
     # the paper: Qwen2.5-VL-32B base, VL-Rethinker-7B expert, Qwen2.5-VL-7B amateur, alpha 0.5,
     # MathVista/MathVerse/MathVision/MMMU-Pro; written down, not runnable offline
