@@ -1,0 +1,154 @@
+"""Tests for Stochastic Soft Thinking (arXiv:2508.03440): equations, reductions, probe, rejections."""
+import math
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from iclr26.decoding.stochastic_soft_thinking import (gumbel_softmax_weights, js_divergence, replacement_probe,
+                                                      soft_thinking_generate, soft_token_weights)
+
+
+class Tok:
+    """Minimal tokenizer over integer strings "3 4 5" (ids as words)."""
+
+    pad_token_id = 0
+    eos_token_id = 1
+
+    def __call__(self, text, add_special_tokens=True):
+        return {"input_ids": [int(t) for t in text.split()]}
+
+    def decode(self, ids, skip_special_tokens=True):
+        return " ".join(str(i) for i in ids)
+
+
+def tiny_lm(seed=0):
+    torch.manual_seed(seed)
+    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, pad_token_id=0, eos_token_id=1, bos_token_id=2)
+    return LlamaForCausalLM(cfg).eval()
+
+
+def test_truncation_top_k_top_p_renormalises():
+    p = torch.tensor([[0.4, 0.3, 0.2, 0.1]])
+    w, pt = soft_token_weights(p.log(), mode="vanilla", top_k=3, top_p=1.0)
+    assert torch.allclose(pt, torch.tensor([[4 / 9, 3 / 9, 2 / 9, 0.0]]), atol=1e-6)
+    w, pt = soft_token_weights(p.log(), mode="vanilla", top_k=4, top_p=0.6)  # 0.4 + 0.3 reaches 0.6
+    assert torch.allclose(pt, torch.tensor([[4 / 7, 3 / 7, 0.0, 0.0]]), atol=1e-6)
+    assert torch.equal(w, pt)
+
+
+def test_gumbel_softmax_equation():
+    # w = softmax((log p + g) / tau) with given noise
+    p = torch.tensor([[0.5, 0.25, 0.25, 0.0]])
+    g = torch.tensor([[0.1, -0.3, 0.7, 5.0]])
+    w = gumbel_softmax_weights(p, 0.5, gumbel=g)
+    logits = (torch.tensor([math.log(0.5), math.log(0.25), math.log(0.25)]) + g[0, :3]) / 0.5
+    ref = torch.softmax(logits, -1)
+    assert torch.allclose(w[0, :3], ref, atol=1e-6) and w[0, 3] == 0
+
+
+def test_gumbel_tau_to_zero_is_argmax_and_gumbel_max_sampling():
+    p = torch.tensor([[0.6, 0.3, 0.1]])
+    g = torch.tensor([[0.0, 0.9, 0.2]])
+    w = gumbel_softmax_weights(p, 1e-6, gumbel=g)
+    assert torch.equal(w, torch.tensor([[0.0, 1.0, 0.0]]))  # argmax(log p + g) = token 1
+    # the argmax of the noisy weights is distributed as p (Gumbel-max trick)
+    gen = torch.Generator().manual_seed(0)
+    draws = gumbel_softmax_weights(p.expand(20000, 3), 1e-6, generator=gen).argmax(-1)
+    freq = torch.bincount(draws, minlength=3).float() / 20000
+    assert torch.allclose(freq, p[0], atol=0.015)
+
+
+def test_reduction_one_hot_soft_input_equals_discrete_greedy():
+    """Soft tokens with a one-hot weight (top_k=1) reproduce greedy decoding token for token."""
+    model, tok = tiny_lm(), Tok()
+    prompts = ["3 4 5 6", "7 8 9"]
+    out = soft_thinking_generate(model, tok, prompts, mode="vanilla", top_k=1, max_think_tokens=8,
+                                 max_answer_tokens=0, batch_size=2)
+    for p, think in zip(prompts, out.think_ids):
+        ids = torch.tensor([tok(p)["input_ids"]])
+        ref = model.generate(ids, max_new_tokens=8, do_sample=False, pad_token_id=0, eos_token_id=None)
+        assert think == ref[0, ids.shape[1]:].tolist()
+    disc = soft_thinking_generate(model, tok, prompts, mode="discrete", max_think_tokens=8, max_answer_tokens=0)
+    assert disc.think_ids == out.think_ids
+
+
+def test_switch_to_discrete_answer_and_gumbel_randomness():
+    model, tok = tiny_lm(), Tok()
+    prompts = ["3 4 5 6"] * 3
+    v = soft_thinking_generate(model, tok, prompts, mode="vanilla", max_think_tokens=5, answer_prefix="9 9",
+                               max_answer_tokens=3, batch_size=3)
+    assert all(len(t) == 5 for t in v.think_ids)
+    assert v.answers[0] == v.answers[1] == v.answers[2]  # vanilla soft thinking is deterministic
+    assert all(len(a.split()) <= 3 for a in v.answers)
+    g1 = soft_thinking_generate(model, tok, prompts, mode="gumbel", tau=0.5, seed=0, max_think_tokens=5,
+                                max_answer_tokens=3, batch_size=3)
+    g2 = soft_thinking_generate(model, tok, prompts, mode="gumbel", tau=0.5, seed=0, max_think_tokens=5,
+                                max_answer_tokens=3, batch_size=3)
+    assert g1.think_ids == g2.think_ids  # seeded
+    weights = [w for row in g1.think_weights for _, w in row]
+    assert all(abs(float(w.sum()) - 1) < 1e-4 for w in weights)
+
+
+def test_think_end_token_stops_thinking():
+    model, tok = tiny_lm(), Tok()
+    greedy = soft_thinking_generate(model, tok, ["3 4 5"], mode="discrete", max_think_tokens=6, max_answer_tokens=0)
+    first = greedy.think_ids[0][0]
+    out = soft_thinking_generate(model, tok, ["3 4 5"], mode="discrete", max_think_tokens=6, think_end_ids=(first,),
+                                 max_answer_tokens=0)
+    assert out.think_ids[0] == []
+
+
+def test_js_divergence_values():
+    p = torch.tensor([1.0, 0.0])
+    q = torch.tensor([0.0, 1.0])
+    assert math.isclose(float(js_divergence(p, q)), math.log(2), rel_tol=1e-6)
+    assert float(js_divergence(p, p)) == 0.0
+    a, b = torch.tensor([0.5, 0.5]), torch.tensor([0.9, 0.1])
+    m = (a + b) / 2
+    ref = 0.5 * float((a * (a / m).log()).sum()) + 0.5 * float((b * (b / m).log()).sum())
+    assert math.isclose(float(js_divergence(a, b)), ref, rel_tol=1e-5)
+
+
+def test_probe_one_hot_dominant_token_gives_zero_js():
+    """If the soft token is (numerically) its top-1 token, replacing it by that token changes nothing."""
+    model, tok = tiny_lm(), Tok()
+    out = soft_thinking_generate(model, tok, ["3 4 5"], mode="vanilla", top_k=2, temperature=1e-3,
+                                 max_think_tokens=4, max_answer_tokens=0, probe_steps=(2, 3))
+    tw = [(ids, w) for ids, w in out.think_weights[0]]
+    # force two support tokens with a negligible second weight so the probe runs
+    forced = [(torch.tensor([int(ids[0]), (int(ids[0]) + 1) % 64]), torch.tensor([1.0, 0.0])) for ids, _ in tw]
+    rows = replacement_probe(model, tok, "3 4 5", forced, out.probe_logits[0])
+    assert rows and all(r["js_top1"] < 1e-4 for r in rows)
+    assert all(r["js_top2"] >= r["js_top1"] for r in rows)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(mode="beam"), "mode"),
+    (dict(top_k=0), "top_k"),
+    (dict(top_p=0.0), "top_p"),
+    (dict(temperature=0.0), "temperature"),
+])
+def test_rejects_bad_parameters(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        soft_token_weights(torch.randn(1, 5), **kwargs)
+
+
+def test_rejects_bad_generate_arguments():
+    model, tok = tiny_lm(), Tok()
+    with pytest.raises(ValueError, match="mode"):
+        soft_thinking_generate(model, tok, ["3"], mode="nope")
+    with pytest.raises(ValueError, match="max_think_tokens"):
+        soft_thinking_generate(model, tok, ["3"], max_think_tokens=-1)
+    with pytest.raises(ValueError, match="tau"):
+        gumbel_softmax_weights(torch.ones(1, 3) / 3, 0.0)
+
+
+@pytest.mark.slow
+@pytest.mark.llm
+def test_quick_experiment_runs():
+    from iclr26.decoding.stochastic_soft_thinking.experiment import run
+
+    out = run("quick", 0)
+    assert len(out["metrics"]["correct"]["gumbel"]) == len(out["metrics"]["correct"]["vanilla"])
