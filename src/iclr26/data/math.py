@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Problem", "gsm_problems", "arithmetic_problems", "chat_prompt", "extract_answer", "is_correct",
-           "DEFAULT_SYSTEM", "ARITHMETIC_LEVELS"]
+__all__ = ["Problem", "gsm_problems", "arithmetic_problems", "chat_prompt", "arithmetic_prompt", "extract_answer",
+           "first_number", "is_correct", "DEFAULT_SYSTEM", "ARITHMETIC_LEVELS", "ARITHMETIC_SHOTS"]
 
 #: the instruction appended to questions by :func:`chat_prompt` when ``system`` is None
 DEFAULT_SYSTEM = "Solve the problem. End your reply with 'The answer is N.' where N is the final number."
@@ -115,6 +115,42 @@ def chat_prompt(tokenizer, question: str, system: str | None = None) -> str:
         else:
             messages[0]["content"] = f"{system}\n\n{question}"
     return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+#: worked examples for :func:`arithmetic_prompt` (not drawn from any generated problem set)
+ARITHMETIC_SHOTS = (
+    ("Calculate 3 + 4.", "3 + 4 = 7"),
+    ("Calculate 12 - 5 * 2.", "12 - 5 * 2 = 2"),
+    ("Calculate 6 * 7 - 40.", "6 * 7 - 40 = 2"),
+)
+
+
+def arithmetic_prompt(tokenizer, problem: Problem, shots=ARITHMETIC_SHOTS) -> str:
+    """A few-shot chat prompt for an :func:`arithmetic_problems` item whose reply is already started
+    with the expression and ``" ="``, so the completion is the value (read it with
+    :func:`first_number`). With SmolLM2-135M (greedy) this gives roughly 70 % / 40 % / 10 % at
+    difficulty 1 / 2 / 3. Tokenizers without a chat template get ``Q: ...\nA: ...`` lines.
+    """
+    expr = problem.metadata.get("expression")
+    if expr is None:
+        raise ValueError("arithmetic_prompt needs a problem from arithmetic_problems (metadata['expression'])")
+    if getattr(tokenizer, "chat_template", None):
+        msgs = []
+        for q, a in shots:
+            msgs += [{"role": "user", "content": q}, {"role": "assistant", "content": a}]
+        msgs.append({"role": "user", "content": problem.question})
+        head = tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
+    else:
+        head = "".join(f"Q: {q}\nA: {a}\n" for q, a in shots) + f"Q: {problem.question}\nA: "
+    return head + expr + " ="
+
+
+def first_number(text: str | None) -> str | None:
+    """The first (optionally negative) integer or decimal in ``text``, or None."""
+    if text is None:
+        return None
+    m = re.search(r"-?\d+(?:\.\d+)?", text)
+    return m.group(0) if m else None
 
 
 _NUM = r"-?\$?\s?\d[\d,]*(?:\.\d+)?"

@@ -1,0 +1,125 @@
+"""Tests of RLCR (arXiv:2507.16806): reward equation, parser, proper-scoring property, voting."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from iclr26.posttraining.rlcr import (brier_score, confidence_weighted_vote, expected_calibration_error,
+                                      expected_reward, log_score, majority_vote, max_confidence,
+                                      parse_completion, parse_confidence, rlcr_reward, rlcr_score, rlvr_reward)
+
+
+def _c(ans, conf):
+    return f"<think>work</think><answer>{ans}</answer><analysis>unsure</analysis><confidence>{conf}</confidence>"
+
+
+# ---------------------------------------------------------------- the RLCR objective (Sec. 3)
+def test_reward_equation_hand_values():
+    # R = 1[y = y*] - (q - 1[y = y*])^2
+    assert rlcr_reward([_c("5", 0.8)], ["5"]) == pytest.approx([1 - 0.04])
+    assert rlcr_reward([_c("4", 0.8)], ["5"]) == pytest.approx([-0.64])
+    assert rlcr_reward([_c("5", 1.0), _c("4", 0.0)], ["5", "5"]) == pytest.approx([1.0, 0.0])
+    assert rlcr_reward([_c("1,000", "30%")], ["1000"]) == pytest.approx([1 - 0.49])
+    assert rlcr_score(0.3, True) == pytest.approx(0.51) and brier_score(0.3, False) == pytest.approx(0.09)
+
+
+def test_reduction_to_rlvr_at_certain_correct_and_missing_confidence():
+    comps = [_c("5", 1.0), _c("7", 0.0), "<answer>5</answer>"]
+    # a correct answer at q = 1 and a wrong one at q = 0 pay exactly the binary reward
+    assert rlcr_reward(comps[:2], ["5", "5"]) == rlvr_reward(comps[:2], ["5", "5"]) == [1.0, 0.0]
+    # no confidence: worst Brier term by default, none when the penalty is 0 (then RLCR == RLVR)
+    assert rlcr_reward(comps[2:], ["5"]) == [0.0]
+    assert rlcr_reward(comps[2:], ["5"], missing_confidence_penalty=0.0) == rlvr_reward(comps[2:], ["5"])
+
+
+def test_trl_calling_convention():
+    conv = [[{"role": "assistant", "content": _c("5", 0.9)}]]
+    out = rlcr_reward(completions=conv, answer=["5"], prompts=["p"], completion_ids=[[1, 2]])
+    assert out == pytest.approx([1 - 0.01])
+    assert rlcr_reward([_c("x", 0.5)], ["X"], is_correct=lambda a, b: a.lower() == b.lower()) == [0.75]
+
+
+def test_parser():
+    p = parse_completion(_c(" 42 ", "0.75") + "<answer>43</answer>")
+    assert p.answer == "43" and p.confidence == 0.75 and p.format_ok
+    assert parse_completion("<answer>3</answer>").format_ok is False
+    assert parse_confidence(".5") == 0.5 and parse_confidence("85%") == 0.85
+    assert parse_confidence("1.5") is None and parse_confidence("high") is None and parse_confidence("120%") is None
+
+
+def test_rejections():
+    with pytest.raises(ValueError, match="2 completions but 1 gold answers"):
+        rlcr_reward([_c("1", 0.5)] * 2, ["1"])
+    with pytest.raises(ValueError, match=r"confidence must be a probability in \[0, 1\]"):
+        brier_score(1.2, True)
+    with pytest.raises(TypeError, match="string or a list of chat messages"):
+        rlcr_reward([3], ["1"])
+    with pytest.raises(ValueError, match="missing_confidence_penalty must be in"):
+        rlcr_reward([_c("1", 0.5)], ["1"], missing_confidence_penalty=2.0)
+    with pytest.raises(ValueError, match="score must be 'brier' or 'log'"):
+        expected_reward(0.5, 0.5, score="spherical")
+    with pytest.raises(ValueError, match="answers but 1 confidences"):
+        confidence_weighted_vote(["1", "2"], [0.5])
+    with pytest.raises(ValueError, match=r"confidences must lie in \[0, 1\]"):
+        confidence_weighted_vote(["1"], [1.5])
+    with pytest.raises(ValueError, match="at least one sampled answer"):
+        majority_vote([])
+
+
+# ---------------------------------------------------------------- the theorem, exactly
+def test_expected_reward_is_maximised_at_the_true_probability():
+    q = np.linspace(0, 1, 1001)
+    for p in (0.0, 0.13, 0.5, 0.87, 1.0):
+        er = expected_reward(p, q)
+        assert q[er.argmax()] == pytest.approx(p, abs=1e-3)
+        # closed form: p - (q - p)^2 - p(1 - p)
+        assert np.allclose(er, p - (q - p) ** 2 - p * (1 - p))
+
+
+def test_accuracy_incentive_bounded_vs_log():
+    q = np.linspace(1e-9, 1 - 1e-9, 20001)
+    best = lambda p, s: expected_reward(p, q, s).max()
+    ps = np.linspace(0.01, 0.99, 25)
+    # Brier: optimum p^2, increasing in p
+    assert np.all(np.diff([best(p, "brier") for p in ps]) > 0)
+    assert best(0.6, "brier") == pytest.approx(0.36, abs=1e-6)
+    # log score: optimum p - H(p), decreasing below 1/(1+e): a sure-wrong answer beats a 20% one
+    assert best(0.2, "log") < best(0.01, "log")
+    assert log_score(0.0, False) == 0.0 and log_score(0.5, True) == pytest.approx(1 + np.log(0.5))
+
+
+# ---------------------------------------------------------------- test-time scaling
+def test_votes():
+    ans = ["3", "4", "4", "3.0", None]
+    conf = [0.9, 0.2, 0.3, 0.8, 1.0]
+    assert majority_vote(ans) == "3"                       # "3" and "3.0" vote together; tie -> earliest
+    assert majority_vote(["4", "3", "3"]) == "3"
+    assert confidence_weighted_vote(["4", "4", "3"], [0.2, 0.2, 0.9]) == "3"
+    assert confidence_weighted_vote(ans, conf) == "3"
+    assert max_confidence(ans, conf) == "3"                 # the None sample is skipped
+    assert majority_vote([None, None]) is None
+
+
+def test_weighted_vote_reduces_to_majority_with_equal_confidences():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        ans = [str(a) for a in rng.integers(0, 4, size=7)]
+        assert confidence_weighted_vote(ans, [0.6] * 7) == majority_vote(ans)
+
+
+def test_ece():
+    assert expected_calibration_error([0.9, 0.9, 0.1, 0.1], [1, 1, 0, 0]) == pytest.approx(0.1)
+    assert expected_calibration_error([1.0, 0.0], [1, 0]) == 0.0
+
+
+def test_experiment_mc_parts_are_consistent():
+    from iclr26.posttraining.rlcr import experiment as E
+
+    rng = np.random.default_rng(0)
+    cfg = dict(n_p=9, n_q=51, draws=5000, n_pairs=10)
+    truthful, best_mis, p, argmax_q = E.proper_scoring(cfg, rng)
+    assert np.all(truthful > best_mis) and np.max(np.abs(argmax_q - p)) <= 0.03
+    hi, lo = E.accuracy_incentive(cfg, rng, "brier")
+    assert np.all(hi > lo)
+    hi, lo = E.accuracy_incentive(cfg, rng, "log", low_region=True)
+    assert np.all(np.isfinite(hi)) and np.all(np.isfinite(lo))
