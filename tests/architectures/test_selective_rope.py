@@ -22,7 +22,7 @@ def _const_phase_layer(head_dim=8, model_dim=16, heads=2, base=10000.0):
 
 
 def test_constant_phase_equals_rope_exactly():
-    """Reduction (Sec. 4): phi_t == 1 gives Phi_t = t + 1, i.e. RoPE at positions 1..T."""
+    """Reduction (method section: RoPE is the case phi_t == 1): phi_t == 1 gives Phi_t = t + 1, i.e. RoPE at positions 1..T."""
     torch.manual_seed(0)
     layer = _const_phase_layer().double()
     q, k = torch.randn(3, 2, 11, 8, dtype=torch.float64), torch.randn(3, 2, 11, 8, dtype=torch.float64)

@@ -179,7 +179,7 @@ class SoftmaxAttention(nn.Module):
             logits = logits * (self.ssmax_scale[:, None, None] * ssmax_log_length(T, T, x.device))
         mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
         logits = logits.masked_fill(mask, float("-inf"))
-        att = torch.softmax(logits.float(), dim=-1).to(v.dtype)
+        att = torch.softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1).to(v.dtype)
         o = (att @ v).transpose(1, 2).reshape(B, T, -1)
         return self.out(o)
 
@@ -243,7 +243,7 @@ class GatedLinearAttention(nn.Module):
     normaliser 16, swish output gate, per-head RMSNorm of the output. ``log alpha`` is clamped
     at -4 (a gate below ``e^-4`` per step; the logit normaliser makes that ``sigmoid < e^-64``,
     which never binds in practice) so the chunked form stays finite. Rotations are applied to
-    ``q``, ``k`` before the recurrence (the "RoPE trick" of the Selective RoPE paper, Sec. 4).
+    ``q``, ``k`` before the recurrence (the "RoPE trick" of the Selective RoPE paper, method section).
     """
 
     def __init__(self, d_model: int, n_heads: int, positional: nn.Module | None = None,

@@ -6,7 +6,7 @@ Cevher, ICLR 2026, arXiv 2511.17388. Official code: https://github.com/timurcars
 
 RoPE rotates the feature pair ``j`` of a query/key at position ``t`` by the fixed angle
 ``theta_{t,j} = omega_j * t``. Selective RoPE replaces ``t`` by a learned, input-dependent
-cumulative phase (Sec. 4 of the paper, "Selective RoPE"):
+cumulative phase (the paper's "Selective RoPE" method section; official `SelectiveRoPE` module):
 
     phi_t     = W_2 W_1 l2norm(x_t)                 (low-rank phase projection, per head)
     phi_t    <- causal_depthwise_conv(phi)_t         (short convolution, kernel 4)
@@ -20,7 +20,7 @@ and rotates ``[q0, q1] -> [q0 cos - q1 sin, q0 sin + q1 cos]``. Then
 selective (input-gated) relative position. With ``phi_t == 1`` the phases are ``Phi_t = t + 1``
 and the layer is RoPE (shifted by one position, which leaves every relative angle unchanged).
 Composed with GLA's decay ``alpha_t`` this is the complex recurrence
-``S_t = alpha_t e^{i theta_t} S_{t-1} + k_t v_t^T`` (paper Sec. 4), implemented with the
+``S_t = alpha_t e^{i theta_t} S_{t-1} + k_t v_t^T`` (paper, method section), implemented with the
 "RoPE trick" of rotating ``q`` and ``k`` before a real-valued GLA.
 """
 from __future__ import annotations
