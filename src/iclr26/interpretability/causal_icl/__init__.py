@@ -7,6 +7,7 @@ from .model import (
     bma_posterior,
     bma_predict,
     identifiable_softmax_error,
+    softmax_abs_errors,
 )
 
 __all__ = [
@@ -17,4 +18,5 @@ __all__ = [
     "bma_posterior",
     "bma_predict",
     "identifiable_softmax_error",
+    "softmax_abs_errors",
 ]

@@ -9,7 +9,9 @@ which every predictor is scored per context (items, paired by position in the li
   oracle, the one-layer baseline, an in-context unigram (column frequencies of the L examples at the
   same position, Laplace smoothing) and a "previous-token bigram" pi(. | x_{h-1}) using the true pi;
 - ``parent_hit``: 1 if the argmax of the parent-selecting attention equals the sampled parent, per
-  (context, position), for the transformer and for the BMA posterior.
+  (context, position), for the transformer and for the BMA posterior;
+- ``w_softmax_abs_err``: per entry of the learned layer-2 W (mean over heads), |softmax(W) -
+  softmax(log pi^T)| along the identified axis (Prop. 1) and along the other axis.
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from .model import (
     bma_posterior,
     bma_predict,
     identifiable_softmax_error,
+    softmax_abs_errors,
 )
 
 SCALES = {
@@ -102,11 +105,14 @@ def run(scale: str, seed: int) -> dict:
     # chance of picking the parent uniformly among h-1 candidates, averaged over positions h = 2..H
     chance = float(np.mean([1.0 / h for h in range(1, H)]))
 
-    W_mean = model.W.detach().double().mean(0)
+    W_mean = model.W.detach().double().mean(0)  # layer-2 bilinear weights, averaged over heads
+    err_id, err_other = softmax_abs_errors(W_mean, pi)
     return {
         "metrics": {
             "nll": nll,
             "parent_hit": {"transformer": hit_tf.tolist(), "bma": hit_bma.tolist()},
+            "w_softmax_abs_err": {"identified": err_id.reshape(-1).tolist(),
+                                  "non_identified": err_other.reshape(-1).tolist()},
         },
         "info": {
             "chance_parent_rate": chance,

@@ -38,6 +38,7 @@ __all__ = [
     "TwoLayerRPETransformer",
     "PositionOnlyAttention",
     "identifiable_softmax_error",
+    "softmax_abs_errors",
 ]
 
 
@@ -231,8 +232,15 @@ def identifiable_softmax_error(W, pi) -> dict:
     sums to a constant over candidate parents). So only the softmax over the parent index of each
     child row is identified; compare it with the same softmax of log pi^T. Returns the mean absolute
     error of that identified softmax and of the other (non-identified) one for contrast."""
+    ident, other = softmax_abs_errors(W, pi)
+    return {"identified": float(ident.mean()), "non_identified": float(other.mean())}
+
+
+def softmax_abs_errors(W, pi) -> tuple[torch.Tensor, torch.Tensor]:
+    """Entrywise |softmax(W) - softmax(log pi^T)| along the identified axis (over parents, for
+    each child) and along the other axis (over children, for each parent); two (d, d) tensors."""
     W = torch.as_tensor(W, dtype=torch.float64)
     target = torch.log(torch.as_tensor(pi, dtype=torch.float64)).T  # [child, parent]
-    ident = (torch.softmax(W, 1) - torch.softmax(target, 1)).abs().mean().item()
-    other = (torch.softmax(W, 0) - torch.softmax(target, 0)).abs().mean().item()
-    return {"identified": ident, "non_identified": other}
+    ident = (torch.softmax(W, 1) - torch.softmax(target, 1)).abs()
+    other = (torch.softmax(W, 0) - torch.softmax(target, 0)).abs()
+    return ident, other
