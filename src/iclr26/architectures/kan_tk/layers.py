@@ -1,8 +1,8 @@
 """Two-layer Kolmogorov-Arnold network with first-layer training, and its tangent kernel.
 
-Paper: "Training dynamics of two-layer KANs: convergence with first-layer training and the
-KAN tangent kernel" (ICLR 2026; arXiv id and official code not public at the time of writing:
-the paper says its code is "TBC"). Model of Section 3 / eq. (2)::
+Paper: the ICLR 2026 paper on the optimisation of two-layer KANs in the over-parameterised regime
+with only the first-layer coefficients trained (exact title and arXiv id not available offline; the
+paper says its code is "TBC"). Model of its Section 3::
 
     f(x) = m^{-1/2} sum_{p=1..m} sum_{l=1..g} beta_{pl} phi_l(z_p),
     z_p  = sum_{k=1..d} sum_{j=1..g} alpha_{pjk} phi_j(x_k),
