@@ -104,6 +104,18 @@ def test_generate_scores_match_greedy_tokens(tiny):
     assert tok.decode([i for i in ids if i not in stop_token_ids(tok, model)], skip_special_tokens=True) == texts[0]
 
 
+def test_generate_returns_token_ids_consistent_with_text_and_scores(tiny):
+    model, tok = tiny
+    texts, scores, ids = generate(model, tok, ["12+3", "4"], 5, do_sample=True, seed=1, return_scores=True,
+                                  return_token_ids=True)
+    assert [len(i) for i in ids] == [s.shape[0] for s in scores]
+    assert [tok.decode(i, skip_special_tokens=True) for i in ids] == texts
+    for s, i in zip(scores, ids):   # every sampled token had finite processed score
+        assert torch.isfinite(s[torch.arange(len(i)), torch.tensor(i)]).all()
+    assert generate(model, tok, ["4"], 3, return_token_ids=True)[1][0] == generate(
+        model, tok, ["4"], 3, return_scores=True, return_token_ids=True)[2][0]
+
+
 def test_generate_rejects_bad_arguments(tiny):
     model, tok = tiny
     with pytest.raises(ValueError, match="max_new_tokens must be a positive integer"):
@@ -179,8 +191,8 @@ def test_smollm2_greedy_answers_and_batching_is_lossless(smol):
 
     model, tok = smol
     prompts = [chat_prompt(tok, q, system="") for q in ["What is 2+3?", "What is the capital of France?"]]
-    batched = generate(model, tok, prompts, 12, batch_size=2)
-    single = [generate(model, tok, [p], 12)[0] for p in prompts]
+    batched = generate(model, tok, prompts, 8, batch_size=2)
+    single = [generate(model, tok, [p], 8)[0] for p in prompts]
     assert batched == single
     assert extract_answer(batched[0]) == "5"
     assert "Paris" in batched[1]

@@ -61,6 +61,7 @@ def generate(
     seed: int | None = None,
     batch_size: int = 8,
     return_scores: bool = False,
+    return_token_ids: bool = False,
     **generate_kwargs,
 ):
     """Generate a completion for each prompt (prompts are used verbatim: apply a chat template first).
@@ -76,6 +77,8 @@ def generate(
     ``return_scores=True`` returns ``(completions, scores)`` where ``scores[i]`` is a float tensor
     ``(n_generated_i, vocab)`` of the processed logits at each step of completion ``i`` (the
     distribution the next token was chosen from), truncated after the first stop token.
+    With ``return_token_ids=True`` the generated token ids (same truncation) are appended to the
+    returned tuple: ``(completions, ids)`` or ``(completions, scores, ids)``.
     """
     import torch
 
@@ -120,6 +123,7 @@ def generate(
     tokenizer.padding_side = "left"
     completions: list[str] = []
     all_scores: list = []
+    all_ids: list = []
     was_training = model.training
     model.eval()
     try:
@@ -143,9 +147,12 @@ def generate(
                         n = j + 1
                         break
                 completions.append(tokenizer.decode(ids[:n], skip_special_tokens=True))
+                if return_token_ids:
+                    all_ids.append(ids[:n])
                 if return_scores:
                     all_scores.append(torch.stack([s[i] for s in out.scores[:n]]).float().cpu())
     finally:
         tokenizer.padding_side = old_side
         model.train(was_training)
-    return (completions, all_scores) if return_scores else completions
+    extra = ([all_scores] if return_scores else []) + ([all_ids] if return_token_ids else [])
+    return (completions, *extra) if extra else completions
