@@ -123,3 +123,31 @@ def test_experiment_mc_parts_are_consistent():
     assert np.all(hi > lo)
     hi, lo = E.accuracy_incentive(cfg, rng, "log", low_region=True)
     assert np.all(np.isfinite(hi)) and np.all(np.isfinite(lo))
+
+
+def test_answer_logprob_matches_a_teacher_forced_forward():
+    import torch
+
+    from iclr26.models import SimpleTokenizer, TinyLMConfig, build_tiny_lm
+    from iclr26.models.generation import generate
+    from iclr26.posttraining.rlcr.experiment import answer_logprob
+
+    tok = SimpleTokenizer.from_texts(["0123456789+-= "])
+    torch.manual_seed(0)
+    model = build_tiny_lm(TinyLMConfig(hidden_size=32, intermediate_size=64), tok.vocab_size).eval()
+    texts, scores, ids = generate(model, tok, ["12+3="], 4, do_sample=True, seed=3, return_scores=True,
+                                  return_token_ids=True)
+    digits = [c for c in texts[0] if c.isdigit()]
+    if not digits:
+        pytest.skip("sample holds no digit")
+    ans = digits[0]
+    lp = answer_logprob(tok, ids[0], scores[0], ans)
+    # reference: one forward pass on prompt + sampled ids, log-prob of the answer's token
+    prompt = tok("12+3=")["input_ids"]
+    full = torch.tensor([prompt + ids[0]])
+    with torch.no_grad():
+        logits = model(full).logits[0]
+    j = next(k for k, t in enumerate(ids[0]) if tok.decode([t]) == ans)   # one character per token
+    ref = torch.log_softmax(logits[len(prompt) - 1 + j], -1)[ids[0][j]]
+    assert lp == pytest.approx(float(ref), abs=1e-4)
+    assert answer_logprob(tok, ids[0], scores[0], "x") is None

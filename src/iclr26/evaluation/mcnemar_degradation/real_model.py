@@ -23,7 +23,7 @@ SCALES = {
     # a handful of items, few tokens: exercises every code path in seconds
     "smoke": dict(model="smollm2-135m", n=6, difficulty=1, max_new_tokens=3, batch_size=8, drop=(14, 15)),
     # SmolLM2-135M answers ~70 % of one-digit sums greedily with the few-shot prompt
-    "quick": dict(model="smollm2-135m", n=120, difficulty=1, max_new_tokens=4, batch_size=8, drop=(14, 15)),
+    "quick": dict(model="smollm2-135m", n=100, difficulty=1, max_new_tokens=4, batch_size=8, drop=(14, 15)),
     "paper": dict(model="qwen2.5-coder-1.5b", n=1319, difficulty=4, max_new_tokens=8, batch_size=8, drop=(20, 21)),
 }
 

@@ -10,7 +10,7 @@
 (4) Confidence-weighted majority vote beats plain majority vote at equal samples, paired over
     problems. Samples come from SmolLM2-135M-Instruct on procedural arithmetic. A 135M model cannot
     verbalise a usable confidence, so each sample's confidence is the model's own probability of
-    the answer tokens given the prompt and the sampled text before them (a proxy, see README).
+    the answer tokens (from the step distributions the sample was drawn from; a proxy, see README).
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ SCALES = {
                   model="smollm2-135m", n_problems=2, k=3, difficulty=2, max_new_tokens=3, temperature=1.0,
                   batch_size=16),
     "quick": dict(n_p=49, n_q=101, draws=20000, n_pairs=60,
-                  model="smollm2-135m", n_problems=48, k=8, difficulty=2, max_new_tokens=4, temperature=1.0,
+                  model="smollm2-135m", n_problems=32, k=8, difficulty=2, max_new_tokens=4, temperature=1.0,
                   batch_size=32),
     # the paper: Qwen2.5-7B trained with RLCR, up to 32 samples per question on math/HotpotQA
     "paper": dict(n_p=99, n_q=1001, draws=100000, n_pairs=200,
@@ -81,46 +81,31 @@ def accuracy_incentive(cfg, rng, score, low_region=False):
     return best_hi, best_lo
 
 
-def answer_probabilities(model, tok, prompts, completions, answers, batch_size=16):
-    """Probability the model gives to the answer's tokens: prod of p(token | prompt, text before it)
-    over the tokens of ``completion`` that overlap the first occurrence of ``answer`` (0 if absent)."""
+def answer_logprob(tok, ids, scores, answer):
+    """log-probability of the sampled answer: the sum, over the generated tokens whose text overlaps
+    the first occurrence of ``answer`` in the completion, of log softmax(step scores)[token].
+    The scores are those the token was sampled from (temperature 1, no truncation: the model's own
+    distribution). None when the answer does not occur."""
     import torch
 
-    rows = []
-    for prompt, comp, ans in zip(prompts, completions, answers):
-        pid = tok(prompt, add_special_tokens=False)["input_ids"]
-        enc = tok(comp, add_special_tokens=False, return_offsets_mapping=True)
-        start = comp.find(ans) if ans else -1
-        if start < 0 or not enc["input_ids"]:
-            rows.append(None)
-            continue
-        end = start + len(ans)
-        mask = [int(s < end and e > start) for s, e in enc["offset_mapping"]]
-        rows.append((pid + enc["input_ids"], [0] * len(pid) + mask))
-    out = [0.0] * len(rows)
-    todo = [i for i, r in enumerate(rows) if r is not None and sum(r[1])]
-    pad = tok.pad_token_id if tok.pad_token_id is not None else 0
-    for b in range(0, len(todo), batch_size):
-        idx = todo[b : b + batch_size]
-        L = max(len(rows[i][0]) for i in idx)
-        ids = torch.full((len(idx), L), pad, dtype=torch.long)
-        att = torch.zeros((len(idx), L), dtype=torch.long)
-        sel = torch.zeros((len(idx), L), dtype=torch.bool)
-        for j, i in enumerate(idx):
-            n = len(rows[i][0])
-            ids[j, :n] = torch.tensor(rows[i][0])
-            att[j, :n] = 1
-            sel[j, :n] = torch.tensor(rows[i][1], dtype=torch.bool)
-        with torch.no_grad():
-            logits = model(input_ids=ids, attention_mask=att).logits.float()
-        logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, ids[:, 1:, None])[..., 0]
-        tot = (logp * sel[:, 1:]).sum(dim=1)
-        for j, i in enumerate(idx):
-            out[i] = float(torch.exp(tot[j]))
-    return out
+    text = tok.decode(ids, skip_special_tokens=True)
+    start = text.find(answer) if answer else -1
+    if start < 0:
+        return None
+    end = start + len(answer)
+    logp = torch.log_softmax(scores.float(), dim=-1)
+    total, prev = 0.0, 0
+    for j in range(len(ids)):
+        cur = len(tok.decode(ids[: j + 1], skip_special_tokens=True))
+        if prev < end and cur > start:
+            total += float(logp[j, ids[j]])
+        prev = cur
+    return total
 
 
 def voting(cfg, seed):
+    import torch
+
     from iclr26.data.math import arithmetic_problems, arithmetic_prompt, first_number, is_correct
     from iclr26.models import load
     from iclr26.models.generation import generate
@@ -132,11 +117,19 @@ def voting(cfg, seed):
     # continuation is the answer (its first number)
     prompts = [arithmetic_prompt(tok, p) for p in probs]
     flat = [pr for pr in prompts for _ in range(k)]
-    comps = generate(model, tok, flat, cfg["max_new_tokens"], do_sample=True, temperature=cfg["temperature"],
-                     seed=seed, batch_size=cfg["batch_size"])
-    answers = [first_number(c) for c in comps]
-    raw = answers
-    conf = answer_probabilities(model, tok, flat, comps, raw, batch_size=cfg["batch_size"])
+    torch.manual_seed(seed)
+    comps, answers, conf = [], [], []
+    bs = cfg["batch_size"]
+    for b in range(0, len(flat), bs):      # chunked so that the per-step scores are dropped at once
+        c, sc, ids = generate(model, tok, flat[b : b + bs], cfg["max_new_tokens"], do_sample=True,
+                              temperature=cfg["temperature"], batch_size=bs, return_scores=True,
+                              return_token_ids=True)
+        for text, s, i in zip(c, sc, ids):
+            a = first_number(text)
+            lp = answer_logprob(tok, i, s, a)
+            comps.append(text)
+            answers.append(a)
+            conf.append(float(np.exp(lp)) if lp is not None else 0.0)
     wv, mv, mc, single, sample_correct = [], [], [], [], []
     for i, p in enumerate(probs):
         a, q = answers[i * k : (i + 1) * k], conf[i * k : (i + 1) * k]
