@@ -5,7 +5,7 @@ to Reason About Their Uncertainty", arXiv:2507.16806 (ICLR 2026). Project page w
 https://rl-calibration.github.io (MIT).
 
 The policy writes its reasoning, an answer in ``<answer>...</answer>`` and a verbalised confidence
-``q`` in ``<confidence>...</confidence>``. The RLCR reward (the paper's RLCR objective, Sec. 3) is
+``q`` in ``<confidence>...</confidence>``. The RLCR reward (the RLCR objective of the paper's method section) is
 
     R_RLCR(y, q, y*) = 1[y == y*] - (q - 1[y == y*])**2                     (correctness + Brier)
 

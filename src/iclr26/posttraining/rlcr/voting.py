@@ -1,4 +1,4 @@
-"""Confidence-weighted test-time scaling (the paper's Sec. on test-time scaling, arXiv:2507.16806).
+"""Confidence-weighted test-time scaling (the paper's test-time scaling experiments, arXiv:2507.16806).
 
 Given N sampled answers y_1..y_N with verbalised confidences q_1..q_N for one question:
 
