@@ -64,7 +64,8 @@ def generate(
     return_token_ids: bool = False,
     **generate_kwargs,
 ):
-    """Generate a completion for each prompt (prompts are used verbatim: apply a chat template first).
+    """Generate a completion for each prompt (prompts are used verbatim: apply a chat template first;
+    no BOS is added, so a model that needs one, e.g. Gemma, must get it in the prompt text).
 
     Prompts are processed in order, in batches of ``batch_size`` with left padding and the KV cache.
     Greedy when ``do_sample`` is False (``temperature``/``top_p`` are then ignored); otherwise pure
