@@ -8,8 +8,8 @@
 (3) the unbounded log-score analogue loses it: on pairs with p <= 0.25 the less-likely answer
     earns more (the paper's argument that the bounded rule matters).
 (4) Confidence-weighted majority vote beats plain majority vote at equal samples, paired over
-    problems. Samples come from SmolLM2-135M-Instruct on procedural arithmetic. A 135M model cannot
-    verbalise a usable confidence, so each sample's confidence is the model's own probability of
+    problems. Samples come from SmolLM2-135M-Instruct on procedural arithmetic. The 135M model
+    was not trained to verbalise a confidence, so each sample's confidence is the model's own probability of
     the answer tokens (from the step distributions the sample was drawn from; a proxy, see README).
 """
 from __future__ import annotations
