@@ -7,7 +7,10 @@ same table. The per-replication reject indicators are the paired items.
 
 (a) type-I error: delta = 0, each aggregation's rejection rate against alpha;
 (b) power at delta = 0.8 %, N = 25,282: the exact paired test vs the unpaired two-proportion z-test;
-(c) pruning never-flipping samples (found with noisy re-runs) keeps the paired test's power.
+(c) pruning never-flipping samples (found with noisy re-runs) keeps the paired test's power;
+(d) the real-model case (:mod:`.real_model`): on the same arithmetic items, a provably lossless
+    change (another batch composition) is not flagged and a real degradation (two decoder layers
+    removed) is.
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import numpy as np
 
 from iclr26.common.seeding import seed_everything
 
+from .real_model import real_model_case
 from .test import AGGREGATIONS, _binom_p, aggregate_counts
 
 # N = 25,282 is the paper's total evaluation size (Sec. 6); the split into four tasks is ours.
@@ -84,14 +88,16 @@ def run(scale: str, seed: int) -> dict:
     n_total = sum(TASK_SIZES)
     kept = rng.binomial(n_total, cfg["flip_prone"] * p_detect, size=reps)  # samples left after pruning
 
+    real = real_model_case(scale, seed)
     return {
         "metrics": {
+            **real["metrics"],
             "type1_reject": {**{m: rej[m] for m in AGGREGATIONS}, "combined": combined.tolist()},
             "power_reject": {"paired_mcnemar": paired.astype(float).tolist(),
                              "unpaired_z": unpaired.astype(float).tolist(),
                              "pruned_mcnemar": pruned.astype(float).tolist()},
         },
-        "info": {"n_total": n_total, "task_sizes": list(TASK_SIZES), "p_detect": p_detect,
+        "info": {"real_model": real["info"], "n_total": n_total, "task_sizes": list(TASK_SIZES), "p_detect": p_detect,
                  "discordant_mean": float(np.mean(b_tot + c_tot)),
                  "kept_discordant_fraction": float(np.sum(b_pr + c_pr) / max(np.sum(b_tot + c_tot), 1)),
                  "kept_sample_fraction": float(np.mean(kept) / n_total),
