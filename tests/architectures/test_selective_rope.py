@@ -159,17 +159,17 @@ def test_tiny_lm_learns_parity_with_selective_rope():
     """Learns: a 1-layer GLA with Selective RoPE fits tagged parity quickly (loss falls)."""
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
-    x, y = state_tracking(256, 12, "parity", rng)
+    x, y = state_tracking(64, 8, "parity", rng)
     sr = SelectiveRoPEConfig(8, 16, 2, base=1.0, use_bias=True)
     model = TinyLM(TinyLMConfig(2, 16, 1, 2, 32, mixer="gla"), lambda i: SelectiveRoPE(sr))
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     first = float(lm_loss(model, (x, y)).detach())
-    for _ in range(60):
+    for _ in range(40):
         opt.zero_grad()
         loss = lm_loss(model, (x, y))
         loss.backward()
         opt.step()
-    assert float(loss) < first - 0.05
+    assert float(loss.detach()) < first - 0.05
 
 
 def test_tasks():
