@@ -168,3 +168,17 @@ def test_smoke_experiment_runs():
     for metric in ("robustness", "certificate", "decision_loss"):
         assert set(out["metrics"][metric]) == {"cal_crc", "crc", "cro"}
         assert all(np.isfinite(v) for v in out["metrics"][metric].values())
+
+
+def test_negative_radius_never_inverts_the_box():
+    import numpy as np
+
+    from iclr26.classical.crc import ConformalRobustnessControl
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = X[:, :2] * 0.1 + rng.normal(scale=0.05, size=(200, 2))
+    crc = ConformalRobustnessControl(steps=20, random_state=0).fit(X, y)
+    crc.radius_ = -10.0  # a calibration that shrinks the box far below its learned width
+    lo, hi = crc.predict_set(X)
+    assert np.all(lo <= hi)

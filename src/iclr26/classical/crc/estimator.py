@@ -277,7 +277,9 @@ class ConformalRobustnessControl(_Base):
         Xt = self._check_fitted(X)
         with torch.no_grad():
             mu = self.mean_net_(Xt)
-            w = nn.functional.softplus(self.width_net_(Xt)) + self.radius_
+            # a negative calibrated radius shrinks the box; a half-width never goes below zero (a box
+            # clamped to its centre only contains more than the unclamped set would, so coverage holds)
+            w = torch.clamp(nn.functional.softplus(self.width_net_(Xt)) + self.radius_, min=0.0)
         return (mu - w).numpy(), (mu + w).numpy()
 
     def _calibration_radius(self, X_cal, y_cal):
