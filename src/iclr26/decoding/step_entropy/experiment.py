@@ -6,7 +6,8 @@ with: no pruning ("full"), the floor(0.8 N) lowest-entropy steps replaced by [SK
 method), the same number of random steps ("random") or of highest-entropy steps ("high").
 Items (problems) are paired across arms by position.
 
-quick: Qwen2.5-Coder-0.5B-Instruct (bf16) on reasoning-gym gsm_symbolic problems.
+quick: Qwen2.5-Coder-0.5B-Instruct (bf16) on multi-step arithmetic (iclr26.data.math, difficulty 3);
+gsm_symbolic problems at the paper scale.
 smoke: a randomly initialised tiny Llama with a character tokenizer.
 """
 from __future__ import annotations
@@ -20,8 +21,10 @@ from iclr26.common.seeding import seed_everything
 SCALES = {
     "smoke": dict(model="tiny", n_problems=3, cot_tokens=12, answer_tokens=4, kappa=0.8),
     # kappa = 0.8: the paper's main setting (Sec. 4.1)
+    # multi-step arithmetic (difficulty 3): with 160 chain-of-thought tokens the 0.5B model solved
+    # none of the gsm_symbolic problems, which leaves every arm at 0 % and the check empty
     "quick": dict(model="qwen2.5-coder-0.5b", n_problems=24, cot_tokens=160, answer_tokens=12,
-                  kappa=0.8),
+                  kappa=0.8, task="arithmetic", difficulty=3),
     # the paper: DeepSeek-R1-Distill-Qwen-7B/14B and Qwen3-8B on MATH-500 / AIME 2024, full CoTs
     "paper": dict(model="deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", n_problems=500, cot_tokens=32768,
                   answer_tokens=256, kappa=0.8),
@@ -74,7 +77,10 @@ def run(scale: str, seed: int) -> dict:
         from iclr26.models import load
 
         model, tok = load(cfg["model"])
-        problems = dm.gsm_problems(cfg["n_problems"], seed=seed)
+        if cfg.get("task") == "arithmetic":
+            problems = dm.arithmetic_problems(cfg["n_problems"], seed=seed, difficulty=cfg["difficulty"])
+        else:
+            problems = dm.gsm_problems(cfg["n_problems"], seed=seed)
         prompts = [dm.chat_prompt(tok, p.question, system=SYSTEM) for p in problems]
     cots = generate(model, tok, prompts, cfg["cot_tokens"])
     t_cot = time.time() - t0
