@@ -108,3 +108,11 @@ def test_rejects_bad_values():
         evaluate_claim("mcnemar", "greater", [0.5, 1.0], [1.0, 0.0])
     with pytest.raises(ValueError, match="exactly one"):
         evaluate_claim("paired_t", "greater", [1.0, 2.0])
+
+
+def test_constant_arms_are_not_evidence_of_equivalence():
+    zeros = np.zeros(40)
+    st = evaluate_claim("tost", "equivalent", zeros, zeros, margin=0.1)
+    assert st.verdict == "not reproduced" and "constant" in st.note
+    varied = np.resize([0.0, 1.0], 40)  # identical but varying arms: real equivalence
+    assert evaluate_claim("tost", "equivalent", varied, varied.copy(), margin=0.1).verdict == "reproduced"

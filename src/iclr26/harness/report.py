@@ -18,7 +18,7 @@ import numpy as np
 from ..registry import Paper, papers
 from .experiments import claims_for, folder_fingerprint
 from .store import Store
-from .verdicts import judge
+from .verdicts import judge, judge_paper
 
 SCALE_ORDER = ("paper", "quick", "smoke")
 
@@ -44,6 +44,9 @@ def collect(store: Store) -> list[dict]:
                 continue
             rec["title"], rec["arxiv"], rec["code"] = pc.title, pc.arxiv, pc.code
             fp = folder_fingerprint(p)
+            for scale in SCALE_ORDER:  # re-judge stored trials, so verdicts follow the current statistics
+                if store.trials_at(p.id, scale, fp):
+                    judge_paper(p, scale, store, save=True)
             stored = store.verdicts(p.id)
             for c in pc.claims:
                 entry = {"id": c.id, "statement": c.statement, "paper_value": c.paper_value,

@@ -175,6 +175,11 @@ def evaluate_claim(
         verdict = "contradicted"
     else:
         verdict = "not reproduced"
+    if verdict == "reproduced" and direction == "equivalent" and baseline is not None \
+            and np.ptp(x) == 0 and np.ptp(y) == 0:
+        # e.g. both arms at 0 % accuracy: a floor (or ceiling) the experiment never left says nothing
+        verdict = "not reproduced"
+        note = f"both arms are constant ({x[0]:g} and {y[0]:g}): no variation, so equivalence is not evidence"
     lo, hi = _interval(test, d, alpha, rng, x)
     return ClaimStatistics(
         test=test, direction=direction, n=int(x.size), method_mean=float(x.mean()),
