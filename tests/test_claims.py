@@ -66,3 +66,12 @@ def test_load_reports_file_problems(tmp_path):
     bad.write_text("[paper\n")
     with pytest.raises(ClaimsError, match="not valid TOML"):
         load_claims(bad)
+
+
+def test_requires_must_name_other_claims():
+    doc = mutate(requires=["nope"])
+    with pytest.raises(ClaimsError, match="'requires' must list other claim ids"):
+        parse_claims(doc)
+    doc = copy.deepcopy(GOOD)
+    doc["claims"].append(dict(GOOD["claims"][0], id="c2", requires=["c1"]))
+    assert parse_claims(doc).claims[1].requires == ("c1",)

@@ -75,3 +75,30 @@ def test_quick_claim_check_runs(paper, tmp_path):
         trials = run_jobs(jobs, store, n_workers=2)
         assert all(t.status == "ok" for t in trials), [t.error for t in trials if t.status != "ok"]
         assert all(v.verdict != "error" for v in judge_paper(paper, "quick", store))
+
+
+def test_a_conjunct_claim_falls_with_its_partner(tmp_path, monkeypatch):
+    """`requires`: a claim significant on its own is not reproduced when its partner is not."""
+    import numpy as np
+
+    from iclr26.harness import verdicts
+    from iclr26.harness.claims import parse_claims
+
+    base = dict(statement="s", paper_value="v", source="x", metric="m", method="a", baseline="b",
+                unit="items", test="paired_t")
+    pc = parse_claims({"paper": {"title": "t", "arxiv": "", "code": ""}, "claims": [
+        dict(base, id="shorter", direction="less"),
+        dict(base, id="same", direction="equivalent", margin=0.5, test="tost", requires=["shorter"]),
+    ]})
+    monkeypatch.setattr(verdicts, "claims_for", lambda paper: pc)
+    monkeypatch.setattr(verdicts, "folder_fingerprint", lambda paper: "fp")
+    vals = list(np.resize([1.0, 2.0, 3.0], 30))
+    trial = Trial("cda", "quick", 0, "fp", "ok", {"metrics": {"m": {"a": vals, "b": vals}}}, None, 0, 0, "", {}, {}, 0)
+
+    class FakeStore:
+        def trials_at(self, *a):
+            return [trial]
+
+    out = {v.claim.id: v for v in verdicts.judge_paper(registry.get("cda"), "quick", FakeStore(), save=False)}
+    assert out["shorter"].verdict == "not reproduced"
+    assert out["same"].verdict == "not reproduced" and "shorter" in out["same"].note

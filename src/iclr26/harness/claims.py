@@ -14,7 +14,7 @@ from .stats import BINARY_TESTS, DIRECTIONS, TESTS
 
 UNITS = ("seeds", "items")
 REQUIRED = ("id", "statement", "paper_value", "source", "metric", "method", "direction", "unit", "test")
-OPTIONAL = ("baseline", "baseline_value", "margin", "alpha", "proxy")
+OPTIONAL = ("baseline", "baseline_value", "margin", "alpha", "proxy", "requires")
 
 
 class ClaimsError(ValueError):
@@ -37,6 +37,7 @@ class Claim:
     margin: float = 0.0
     alpha: float = 0.05
     proxy: str = ""
+    requires: tuple[str, ...] = ()
 
     @property
     def arms(self) -> tuple[str, ...]:
@@ -123,8 +124,14 @@ def parse_claims(data: dict, path: str | Path = "<claims>") -> PaperClaims:
                 baseline=c.get("baseline"),
                 baseline_value=float(c["baseline_value"]) if has_value else None,
                 margin=margin, alpha=alpha, proxy=str(c.get("proxy", "")),
+                requires=tuple(c.get("requires", ())),
             )
         )
+    ids = {c.id for c in claims}
+    for c in claims:
+        bad = [r for r in c.requires if r not in ids or r == c.id]
+        if bad or not isinstance(c.requires, tuple) or not all(isinstance(r, str) for r in c.requires):
+            _fail(path, f"claim {c.id}", f"'requires' must list other claim ids of this paper; unknown: {bad}")
     return PaperClaims(title=paper["title"], arxiv=paper["arxiv"], code=paper["code"], claims=tuple(claims))
 
 

@@ -80,11 +80,16 @@ def check_measurements(result) -> dict:
     return {"metrics": metrics, "info": info}
 
 
+#: files of a paper folder that do not change what its experiment measures: the README (the report
+#: writes into it) and the claims (they only decide how stored measurements are judged)
+NOT_FINGERPRINTED = ("README.md", "claims.toml")
+
+
 def folder_fingerprint(paper: Paper) -> str:
-    """sha256 over the paper folder's source files (its README is generated, so left out)."""
+    """sha256 over the paper folder's files that determine its measurements."""
     h = hashlib.sha256()
     for p in sorted(paper.folder.rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts and p.name != "README.md":
+        if p.is_file() and "__pycache__" not in p.parts and p.name not in NOT_FINGERPRINTED:
             h.update(str(p.relative_to(paper.folder)).encode())
             h.update(p.read_bytes())
     return h.hexdigest()[:16]

@@ -97,7 +97,8 @@ def claims_markdown(rec: dict) -> str:
             measured, effect, p, n = (s.get("note") or "–")[:80].replace("|", "/"), "–", "–", "–"
         claim = f"**{c['id']}**: {c['statement']}".replace("|", "/")
         said = f"{c['paper_value']} ({c['source']})".replace("|", "/")
-        lines.append(f"| {claim} | {said} | {measured} | {effect} | {p} | {n} | {_verdict_label(c)} |")
+        label = _verdict_label(c) + (f": {s['note']}" if s.get("test") and s.get("note") else "")
+        lines.append(f"| {claim} | {said} | {measured} | {effect} | {p} | {n} | {label.replace('|', '/')} |")
     lines.append("")
     lines.append("Tests: " + "; ".join(f"{c['id']}: {c['test']}, {c['direction']}"
                                        + (f" (margin {c['margin']:g})" if c["margin"] else "") for c in rec["claims"])
@@ -247,7 +248,8 @@ def _paper_page(out: Path, rec: dict, figs: list[str]) -> None:
                     + (f"<br><i>proxy: {e(c['proxy'])}</i>" if c["proxy"] else "")
                     + f"</td><td>{e(c['paper_value'])}<br><small>{e(c['source'])}</small></td>"
                     f"<td>{measured}</td><td>{eff}</td><td>{p}</td><td>{n}</td><td>{e(c['test'])}, {e(c['direction'])}</td>"
-                    f"<td>{e(label)}</td></tr>")
+                    f"<td>{e(label)}" + (f"<br><small>{e(s['note'])}</small>" if s.get("test") and s.get("note") else "")
+                    + "</td></tr>")
     body = (f"<p><a href='../index.html'>all papers</a></p><h1>{e(rec['title'] or rec['id'])}</h1>"
             f"<p>id <code>{rec['id']}</code> · domain {rec['domain']} · "
             + (f"<a href='https://arxiv.org/abs/{e(rec['arxiv'])}'>arXiv {e(rec['arxiv'])}</a>" if rec.get("arxiv") else "")

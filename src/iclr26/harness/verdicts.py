@@ -76,6 +76,12 @@ def judge_paper(paper: Paper | str, scale: str, store: Store, save: bool = True)
     fp = folder_fingerprint(paper)
     trials = store.trials_at(paper.id, scale, fp)
     out = [judge(c, trials) for c in claims_for(paper).claims]
+    by_id = {v.claim.id: v for v in out}
+    for v in out:  # a claim that is one half of a conjunction stands only with its other half
+        failed = [r for r in v.claim.requires if by_id[r].verdict != "reproduced"]
+        if v.verdict == "reproduced" and failed:
+            v.verdict = "not reproduced"
+            v.note = f"significant on its own, but it stands only together with {', '.join(failed)}, which did not reproduce"
     if save:
         for v in out:
             store.put_verdict(paper.id, scale, v.claim.id, fp, v.verdict,
