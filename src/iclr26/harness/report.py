@@ -29,8 +29,12 @@ def _fmt(x, digits=3) -> str:
     return f"{x:.{digits}g}"
 
 
-def collect(store: Store) -> list[dict]:
-    """One record per paper: status, claims, and for each claim its best-scale stored verdict."""
+def collect(store: Store, judged: dict | None = None) -> list[dict]:
+    """One record per paper: status, claims, and for each claim its best-scale stored verdict.
+
+    ``judged``, if given, receives the fresh verdicts (with their values) keyed by
+    (paper, scale, claim), so the plots need not judge the same trials again.
+    """
     out = []
     for p in papers().values():
         rec = {"id": p.id, "domain": p.domain, "status": p.status, "feasibility": p.feasibility,
@@ -46,7 +50,9 @@ def collect(store: Store) -> list[dict]:
             fp = folder_fingerprint(p)
             for scale in SCALE_ORDER:  # re-judge stored trials, so verdicts follow the current statistics
                 if store.trials_at(p.id, scale, fp):
-                    judge_paper(p, scale, store, save=True)
+                    for v in judge_paper(p, scale, store, save=True):
+                        if judged is not None:
+                            judged[(p.id, scale, v.claim.id)] = v
             stored = store.verdicts(p.id)
             for c in pc.claims:
                 entry = {"id": c.id, "statement": c.statement, "paper_value": c.paper_value,
@@ -189,7 +195,8 @@ def build_report(out: str | Path = "site", store_path=None, write_readmes: bool 
     out = Path(out)
     (out / "papers").mkdir(parents=True, exist_ok=True)
     with Store(store_path) as store:
-        records = collect(store)
+        judged: dict = {}
+        records = collect(store, judged)
         for rec in records:
             if rec["status"] != "implemented" or "claims_error" in rec:
                 continue
@@ -199,8 +206,9 @@ def build_report(out: str | Path = "site", store_path=None, write_readmes: bool 
             for c, entry in zip(pc.claims, rec["claims"]):
                 if entry["scale"] is None:
                     continue
-                trials = store.trials_at(p.id, entry["scale"], entry["fingerprint"])
-                values = judge(c, trials)
+                values = judged.get((p.id, entry["scale"], c.id)) if not entry["stale"] else None
+                if values is None:  # a stale verdict: judge the trials it came from
+                    values = judge(c, store.trials_at(p.id, entry["scale"], entry["fingerprint"]))
                 if values.method_values:
                     name = f"{p.id}__{c.id}.png"
                     plot_claim(out / "papers" / name, c, values)
