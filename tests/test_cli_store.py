@@ -18,6 +18,16 @@ def test_list_shows_76(capsys):
     assert "of 76 implemented" in out and "mcnemar_degradation" in out
 
 
+def test_list_into_a_closed_pipe_exits_quietly():
+    """`iclr26 list | head -1` must not end in a BrokenPipeError traceback."""
+    proc = subprocess.Popen([sys.executable, "-c", "from iclr26.cli import main; raise SystemExit(main(['list']))"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before anything is written (`head` that has read enough)
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0, err
+    assert "Traceback" not in err
+
+
 def test_info_and_unknown_id(capsys):
     assert main(["info", "cda"]) == 0
     assert "Centroid" in capsys.readouterr().out

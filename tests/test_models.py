@@ -196,3 +196,18 @@ def test_smollm2_greedy_answers_and_batching_is_lossless(smol):
     assert batched == single
     assert extract_answer(batched[0]) == "5"
     assert "Paris" in batched[1]
+
+
+def test_random_char_lm_is_seeded_and_rejects_empty_alphabet():
+    import torch
+
+    from iclr26.models import random_char_lm
+
+    (m1, tok), (m2, _), (m3, _) = random_char_lm(seed=3), random_char_lm(seed=3), random_char_lm(seed=4)
+    ids = torch.tensor([tok("Q: 1 + 2 = ?\nA:")["input_ids"]])
+    with torch.no_grad():
+        a, b, c = (m(ids).logits for m in (m1, m2, m3))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert a.shape[-1] == len(tok) and not m1.training
+    with pytest.raises(ValueError, match="alphabet"):
+        random_char_lm(alphabet="")

@@ -193,10 +193,15 @@ def main(argv=None) -> int:
     if getattr(args, "jobs", None) is not None and args.jobs < 1:
         raise SystemExit("--jobs must be >= 1")
     try:
-        return args.func(args)
+        rc = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows up here, not at interpreter exit
+        return rc
     except KeyError as e:
         print(f"error: {e.args[0]}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # output piped into a reader that stopped early (`iclr26 list | head`)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
 
 
 if __name__ == "__main__":

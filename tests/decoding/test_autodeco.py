@@ -179,3 +179,17 @@ def test_quick_experiment_runs():
 
     out = run("quick", 0)
     assert set(out["metrics"]["pass1"]) == {"autodeco", "default", "oracle", "greedy"}
+
+
+def test_experiment_problems_are_distinct_and_an_impossible_request_is_refused():
+    import numpy as np
+
+    from iclr26.decoding.autodeco.experiment import answer, make_problems
+
+    rng = np.random.default_rng(0)
+    every = make_problems(rng, 3 * 3 + 3 * 4 // 2, max_operand=3)  # all 15 problems with operands 1..3
+    assert len(set(every)) == 15 and all(answer(p) >= 0 for p in every)
+    few = make_problems(rng, 5, max_operand=3, exclude=every[:10])
+    assert set(few) == set(every[10:])
+    with pytest.raises(ValueError, match="only 5 remain"):
+        make_problems(rng, 6, max_operand=3, exclude=every[:10])

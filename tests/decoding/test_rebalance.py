@@ -4,7 +4,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LogitsProcessor
 
 from iclr26.decoding.rebalance import (
     ReBalanceConfig,
@@ -14,18 +14,13 @@ from iclr26.decoding.rebalance import (
     step_confidence,
     window_variance,
 )
-from iclr26.models import SimpleTokenizer
+from iclr26.models import random_char_lm
 from iclr26.models.generation import generate
 
 
 @pytest.fixture(scope="module")
 def lm():
-    tok = SimpleTokenizer.from_texts(["0123456789+-=. abcdefghijklmnopqrstuvwxyz\n?:"], level="char")
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, pad_token_id=tok.pad_token_id,
-                      eos_token_id=tok.eos_token_id)
-    return LlamaForCausalLM(cfg).eval(), tok
+    return random_char_lm(seed=0)
 
 
 def cfg_with(strength, dim=32, **kw):
@@ -72,9 +67,8 @@ def test_steering_is_applied_and_hooks_removed(lm):
     plain = generate(model, tok, PROMPTS, 20)
     # any character ends a "step": steering at every token; huge strength changes the output
     cfg = cfg_with(200.0, tau_c_high=1.0)
-    seps = "".join(sorted(set("0123456789+-=. abcdefghijklmnopqrstuvwxyz\n?:")))
-    st = ReBalanceSteerer(model, tok, cfg, sep=seps[0])
-    st.sep_ids = torch.arange(len(tok))
+    st = ReBalanceSteerer(model, tok, cfg, sep="\n")
+    st._ends_step = lambda b, token_id: True  # every token ends a step
     with st:
         got = generate(model, tok, PROMPTS, 20, logits_processor=[st.processor])
         assert len(model.model.layers[1]._forward_hooks) == 1
@@ -82,6 +76,37 @@ def test_steering_is_applied_and_hooks_removed(lm):
     assert got != plain
     assert len(model.model.layers[1]._forward_hooks) == 0
     assert generate(model, tok, PROMPTS, 20) == plain
+
+
+def test_separator_written_as_several_tokens_ends_a_step(lm):
+    """With a character tokenizer "\\n\\n" is two tokens: the step must end at the second one, once."""
+    model, tok = lm
+    st = ReBalanceSteerer(model, tok, cfg_with(1.0), sep="\n\n")
+    st._reset(1)
+    ends = [st._ends_step(0, tok.convert_tokens_to_ids(ch)) for ch in "ab\n\nc\nd\n\n\n"]
+    assert ends == [False, False, False, True, False, False, False, False, True, False]
+    with pytest.raises(ValueError, match="sep"):
+        ReBalanceSteerer(model, tok, cfg_with(1.0), sep="")
+
+
+def test_steering_fires_after_a_blank_line_in_the_output(lm):
+    """End to end: a generated "\\n" "\\n" pair schedules a steering event for the next token."""
+    model, tok = lm
+    nl = tok.convert_tokens_to_ids("\n")
+
+    class ForceNewlines(LogitsProcessor):  # make the model write x, \n, \n, then anything
+        def __call__(self, input_ids, scores):
+            step = input_ids.shape[1] - n_prompt
+            if step in (1, 2):
+                scores = torch.full_like(scores, -1e9)
+                scores[:, nl] = 0.0
+            return scores
+
+    n_prompt = len(tok(PROMPTS[0])["input_ids"])
+    with ReBalanceSteerer(model, tok, cfg_with(1.0, tau_c_high=1.0), sep="\n\n") as st:
+        out = generate(model, tok, PROMPTS[:1], 6, logits_processor=[st.processor, ForceNewlines()])
+    assert out[0][1:3] == "\n\n"
+    assert len(st.alphas_applied) >= 1 and st.alphas_applied[0] < 0  # c < tau_c^H = 1
 
 
 def test_fit_builds_unit_vector(lm):
@@ -115,11 +140,11 @@ def test_state_restarts_between_prompt_batches(lm):
     cfg = cfg_with(50.0, tau_c_high=1.0)
     prompts = ["q: 12+7=\n", "q: 3+4?\n", "q: 9+9+9=\n", "q: 1?\n"]
     st = ReBalanceSteerer(model, tok, cfg, sep="1")
-    st.sep_ids = torch.arange(len(tok))
+    st._ends_step = lambda b, token_id: True  # every token ends a step
     with st:
         both = generate(model, tok, prompts, 12, batch_size=2, logits_processor=[st.processor])
     st2 = ReBalanceSteerer(model, tok, cfg, sep="1")
-    st2.sep_ids = torch.arange(len(tok))
+    st2._ends_step = lambda b, token_id: True  # every token ends a step
     with st2:
         second = generate(model, tok, prompts[2:], 12, batch_size=2, logits_processor=[st2.processor])
     assert both[2:] == second

@@ -4,7 +4,6 @@ import math
 import numpy as np
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from iclr26.decoding.step_entropy import (
     compress_cot,
@@ -13,16 +12,12 @@ from iclr26.decoding.step_entropy import (
     step_entropy,
     token_entropies,
 )
-from iclr26.models import SimpleTokenizer
+from iclr26.models import random_char_lm
 
 
 @pytest.fixture(scope="module")
 def lm():
-    tok = SimpleTokenizer.from_texts(["0123456789+-=. abcdefghijklmnopqrstuvwxyz\n?"], level="char")
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, pad_token_id=tok.pad_token_id)
-    return LlamaForCausalLM(cfg).eval(), tok
+    return random_char_lm(seed=0)
 
 
 def test_token_entropy_hand_values():

@@ -10,11 +10,11 @@ import os
 from pathlib import Path
 
 from .bundled import BUNDLED, ModelPackageMissing, available_models, cache_root, prepare
-from .tiny import SimpleTokenizer, TinyLMConfig, build_tiny_lm
+from .tiny import SimpleTokenizer, TinyLMConfig, build_tiny_lm, random_char_lm
 
 __all__ = [
     "load", "prepare", "available_models", "BUNDLED", "ModelPackageMissing", "cache_root",
-    "TinyLMConfig", "build_tiny_lm", "SimpleTokenizer",
+    "TinyLMConfig", "build_tiny_lm", "SimpleTokenizer", "random_char_lm",
 ]
 
 

@@ -157,3 +157,25 @@ class SimpleTokenizer(PreTrainedTokenizer):
 
 def config_dict(config: TinyLMConfig) -> dict:
     return asdict(config)
+
+
+#: the symbols of the procedural arithmetic prompts (``iclr26.data.math``) and of "Q: ...\nA:" framing
+ARITHMETIC_ALPHABET = "0123456789+-*/=.,? abcdefghijklmnopqrstuvwxyz\nWQA:"
+
+
+def random_char_lm(seed: int = 0, alphabet: str = ARITHMETIC_ALPHABET, num_hidden_layers: int = 2,
+                   hidden_size: int = 32):
+    """``(model, tokenizer)``: a randomly initialised tiny Llama (seeded with ``seed``) over a
+    character tokenizer of ``alphabet``, in eval mode. The stand-in the decoding components use for
+    smoke runs and unit tests, where only the mechanics matter, not what the model says."""
+    import torch
+
+    if not isinstance(alphabet, str) or not alphabet:
+        raise ValueError(f"alphabet must be a non-empty string, got {alphabet!r}")
+    tok = SimpleTokenizer.from_texts([alphabet], level="char")
+    torch.manual_seed(seed)
+    cfg = TinyLMConfig(hidden_size=hidden_size, intermediate_size=2 * hidden_size,
+                       num_hidden_layers=num_hidden_layers)
+    model = build_tiny_lm(cfg, len(tok), pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
+                          eos_token_id=tok.eos_token_id)
+    return model.eval(), tok

@@ -32,7 +32,8 @@ from .training import teacher_forced, train_heads
 SCALES = {
     "smoke": dict(model="smollm2-135m", n_train=12, n_test=8, k=16, steps=3, shots=4, max_operand=20,
                   sample_check=2, batch_size=16),
-    "quick": dict(model="smollm2-135m", n_train=400, n_test=250, k=4, steps=300, shots=4, max_operand=20,
+    # max_operand 30: 1,365 distinct problems (20 allowed only 610, fewer than the 654 needed here)
+    "quick": dict(model="smollm2-135m", n_train=400, n_test=250, k=4, steps=300, shots=4, max_operand=30,
                   sample_check=32, batch_size=32),
     # the paper: R1-Distill-Qwen-7B etc., DeepMath-103K rejection-sampled traces, ~400 steps,
     # pass@1 from 128 samples on AIME/BRUMO/HMMT/BeyondAIME; not runnable on a CPU
@@ -46,7 +47,15 @@ P_GRID = (0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
 
 
 def make_problems(rng: np.random.Generator, n: int, max_operand: int, exclude=()) -> list[tuple[int, str, int]]:
-    """Distinct problems ``(a, op, b)`` with ``op`` in ``+ -`` and a non-negative answer."""
+    """Distinct problems ``(a, op, b)`` with ``op`` in ``+ -``, operands in ``[1, max_operand]``
+    and a non-negative answer, none of them in ``exclude``."""
+    n_plus, n_minus = max_operand * max_operand, max_operand * (max_operand + 1) // 2
+    free = n_plus + n_minus - len({p for p in exclude if 1 <= min(p[0], p[2]) and max(p[0], p[2]) <= max_operand})
+    if n > free:
+        raise ValueError(
+            f"asked for {n} distinct problems with operands up to {max_operand}, but only {free} remain "
+            f"({n_plus + n_minus} exist, {n_plus + n_minus - free} excluded); raise max_operand or lower n"
+        )
     seen, out = set(exclude), []
     while len(out) < n:
         a, b = (int(v) for v in rng.integers(1, max_operand + 1, size=2))

@@ -192,13 +192,15 @@ def proxythinker_generate(
     batch_size: int = 8,
     expert_tokenizer=None,
     amateur_tokenizer=None,
+    **generate_kwargs,
 ) -> list[str]:
     """Generate completions of ``prompts`` with ProxyThinker (Eq. 1) and return the decoded text.
 
     ``base`` is stepped by ``base.generate``; ``expert`` and ``amateur`` (``None``: the
     expert-only ablation) by :class:`ProxyThinkerLogitsProcessor`. If the small models come
     with their own tokenizers, pass them: they are checked to be identical to ``tokenizer``.
-    ``alpha=0`` reproduces the base model's own decoding.
+    ``alpha=0`` reproduces the base model's own decoding. Extra keyword arguments go to
+    ``model.generate`` (e.g. ``min_new_tokens``).
     """
     alpha = _validate_alpha(alpha)
     if isinstance(prompts, str):
@@ -230,4 +232,4 @@ def proxythinker_generate(
     proc = ProxyThinkerLogitsProcessor(expert, amateur, alpha, pad_token_id=pad_id)
     return generate(base, tokenizer, list(prompts), int(max_new_tokens), do_sample=do_sample,
                     temperature=temperature, top_p=top_p, seed=seed, batch_size=int(batch_size),
-                    logits_processor=[proc])
+                    logits_processor=[proc], **generate_kwargs)

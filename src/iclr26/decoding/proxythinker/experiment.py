@@ -31,24 +31,15 @@ SYSTEM = ("You are a careful math assistant. Reason step by step, briefly, then 
 
 
 def _tiny_trio():
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    from iclr26.models import random_char_lm
 
-    from iclr26.models import SimpleTokenizer
-
-    tok = SimpleTokenizer.from_texts(["0123456789+-*/=.,? abcdefghijklmnopqrstuvwxyz\n"], level="char")
-    models = []
-    for i, layers in enumerate((3, 2, 2)):
-        torch.manual_seed(1000 + i)
-        cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
-                          num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                          pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id)
-        models.append(LlamaForCausalLM(cfg).eval())
-    return models[0], models[1], models[2], tok
+    (base, tok), (expert, _), (amateur, _) = (random_char_lm(seed=1000 + i, num_hidden_layers=n)
+                                              for i, n in enumerate((3, 2, 2)))
+    return base, expert, amateur, tok
 
 
 def run(scale: str, seed: int) -> dict:
-    from iclr26.decoding.proxythinker import _tasks as dm
+    from iclr26.data import math as dm
     from iclr26.decoding.proxythinker import layer_pruned_copy, proxythinker_generate
 
     cfg = SCALES[scale]
@@ -97,7 +88,7 @@ def run(scale: str, seed: int) -> dict:
             "seconds": {"load": t_load, **timing},
             "alpha": cfg["alpha"],
             "amateur_layers_kept": cfg["amateur_keep"],
-            "problem_source": dm.source(),
+            "problem_source": "iclr26.data.math",
             "examples": {k: v[:2] for k, v in texts.items()},
         },
     }

@@ -28,23 +28,10 @@ SEEDS = {"smoke": 1, "quick": 2, "paper": 1}
 SYSTEM = "Solve the problem step by step. Put a blank line between steps. Finish with 'The answer is N.'"
 
 
-def _tiny():
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from iclr26.models import SimpleTokenizer
-
-    tok = SimpleTokenizer.from_texts(["0123456789+-*/=.,? abcdefghijklmnopqrstuvwxyz\nWQA:"], level="char")
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, pad_token_id=tok.pad_token_id,
-                      eos_token_id=tok.eos_token_id)
-    return LlamaForCausalLM(cfg).eval(), tok
-
-
 def run(scale: str, seed: int) -> dict:
-    from iclr26.decoding.proxythinker import _tasks as dm
+    from iclr26.data import math as dm
     from iclr26.decoding.rebalance import ReBalanceSteerer, fit_rebalance
+    from iclr26.models import random_char_lm
     from iclr26.models.generation import generate
 
     cfg = SCALES[scale]
@@ -55,7 +42,7 @@ def run(scale: str, seed: int) -> dict:
     cal = dm.arithmetic_problems(cfg["n_cal"], seed=100_000 + seed, difficulty=2)
     ev = dm.arithmetic_problems(cfg["n_eval"], seed=seed, difficulty=2)
     if cfg["model"] == "tiny":
-        model, tok = _tiny()
+        model, tok = random_char_lm(seed=0)
         fmt = lambda q: f"Q: {q}\nA:"  # noqa: E731
     else:
         from iclr26.models import load
@@ -99,7 +86,7 @@ def run(scale: str, seed: int) -> dict:
                                tau_v_high=rb.tau_v_high, scale=rb.scale, **rb.info),
             "steering_events": n_applied, "mean_alpha": mean_alpha,
             "seconds": {"fit": t_fit, "plain": t_plain, "rebalance": t_steer},
-            "problem_source": dm.source(),
+            "problem_source": "iclr26.data.math",
             "examples": {"plain": plain[:2], "rebalance": steered[:2]},
         },
     }

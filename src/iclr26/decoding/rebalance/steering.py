@@ -106,12 +106,6 @@ def decoder_layers(model):
     return layers
 
 
-def _sep_token_ids(tokenizer, sep: str) -> torch.Tensor:
-    n = len(tokenizer)
-    ids = [i for i in range(n) if sep in tokenizer.decode([i])]
-    return torch.tensor(ids, dtype=torch.long)
-
-
 class _Tracker(LogitsProcessor):
     """Reads each decoding step's distribution (never changes it) and schedules the steering."""
 
@@ -137,8 +131,11 @@ class ReBalanceSteerer:
         layers = decoder_layers(model)
         if not 0 <= config.layer < len(layers):
             raise ValueError(f"layer must be in [0, {len(layers) - 1}], got {config.layer}")
+        if not isinstance(sep, str) or not sep:
+            raise ValueError(f"sep (the text that ends a step) must be a non-empty string, got {sep!r}")
         self.model, self.cfg = model, config
-        self.sep_ids = _sep_token_ids(tokenizer, sep)
+        self.tokenizer, self.sep = tokenizer, sep
+        self._pieces: dict[int, str] = {}
         self.processor = _Tracker(self)
         self._handle = None
         self.alphas_applied: list[float] = []
@@ -148,6 +145,7 @@ class ReBalanceSteerer:
         self.bsz = bsz
         self.cur_logp: list[list[float]] = [[] for _ in range(bsz)]
         self.conf: list[list[float]] = [[] for _ in range(bsz)]
+        self.tail: list[str] = ["" for _ in range(bsz)]  # text since the last step end, last len(sep)-1 chars
         self.pending = torch.zeros(bsz)
         self.prev_ids = None
         self.prev_scores_maxlogp = None
@@ -162,10 +160,9 @@ class ReBalanceSteerer:
         elif self.prev_scores_maxlogp is not None:
             # the token appended since the last call was chosen from the previous distribution
             last = input_ids[:, -1].cpu()
-            is_sep = torch.isin(last, self.sep_ids)
             for b in range(bsz):
                 self.cur_logp[b].append(float(self.prev_scores_maxlogp[b]))
-                if is_sep[b]:
+                if self._ends_step(b, int(last[b])):
                     c = step_confidence(np.exp(self.cur_logp[b]))
                     self.conf[b].append(c)
                     v = window_variance(self.conf[b], self.cfg.window)[-1]
@@ -173,6 +170,22 @@ class ReBalanceSteerer:
                     self.cur_logp[b] = []
         self.prev_ids = input_ids.cpu()
         self.prev_scores_maxlogp = torch.log_softmax(scores.float(), -1).max(-1).values.cpu()
+
+    def _ends_step(self, b: int, token_id: int) -> bool:
+        """Whether appending ``token_id`` to row ``b`` completes the step separator. Detection is
+        on the decoded text, so a separator written as several tokens (``"\\n"`` + ``"\\n"``) or
+        inside a longer token (``".\\n\\n"``) ends the step just as a single ``"\\n\\n"`` token does."""
+        piece = self._pieces.get(token_id)
+        if piece is None:
+            piece = self._pieces[token_id] = self.tokenizer.decode([token_id])
+        text = self.tail[b] + piece
+        keep = len(self.sep) - 1
+        if self.sep in text:
+            rest = text.rsplit(self.sep, 1)[1]
+            self.tail[b] = rest[-keep:] if keep else ""
+            return True
+        self.tail[b] = text[-keep:] if keep else ""
+        return False
 
     def _hook(self, module, args, output):
         h = output[0] if isinstance(output, tuple) else output

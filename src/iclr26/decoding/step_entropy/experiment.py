@@ -36,20 +36,6 @@ SYSTEM = ("Solve the problem step by step. Put a blank line between steps. "
 ANSWER_CUE = "\n\nThe answer is"
 
 
-def _tiny():
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    from iclr26.models import SimpleTokenizer
-
-    tok = SimpleTokenizer.from_texts(["0123456789+-*/=.,? abcdefghijklmnopqrstuvwxyz\nWQA:"], level="char")
-    torch.manual_seed(0)
-    cfg = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, pad_token_id=tok.pad_token_id,
-                      eos_token_id=tok.eos_token_id)
-    return LlamaForCausalLM(cfg).eval(), tok
-
-
 def _steps_of(cot: str):
     from iclr26.decoding.step_entropy import split_steps
 
@@ -60,8 +46,9 @@ def _steps_of(cot: str):
 
 
 def run(scale: str, seed: int) -> dict:
-    from iclr26.decoding.proxythinker import _tasks as dm
+    from iclr26.data import math as dm
     from iclr26.decoding.step_entropy import compress_cot, step_entropy
+    from iclr26.models import random_char_lm
     from iclr26.models.generation import generate
 
     cfg = SCALES[scale]
@@ -70,7 +57,7 @@ def run(scale: str, seed: int) -> dict:
     rng = seed_everything(seed)
     t0 = time.time()
     if cfg["model"] == "tiny":
-        model, tok = _tiny()
+        model, tok = random_char_lm(seed=0)
         problems = dm.arithmetic_problems(cfg["n_problems"], seed=seed, difficulty=1)
         prompts = [f"Q: {p.question}\nA:" for p in problems]
     else:
@@ -115,7 +102,7 @@ def run(scale: str, seed: int) -> dict:
             "cot_token_fraction_kept": {a: float(np.mean(kept[a])) for a in arms},
             "mean_steps": float(np.mean(n_steps)),
             "seconds": {"cot": t_cot, "total": time.time() - t0},
-            "problem_source": dm.source(),
+            "problem_source": "iclr26.data.math",
             "example_cot": cots[0][:600],
         },
     }
