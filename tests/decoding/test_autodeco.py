@@ -3,8 +3,9 @@ import math
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, LogitsProcessorList
+from transformers import LogitsProcessorList
 
+from iclr26.models import TinyLMConfig, build_tiny_lm
 from iclr26.decoding.autodeco import (AutoDecoConfig, AutoDecoHeads, AutoDecoLogitsProcessor, autodeco_loss,
                                       soft_top_p_probs, top_p_filter, warp_logits)
 from iclr26.decoding.autodeco.experiment import T_GRID, P_GRID, exact_policy_logprobs
@@ -13,9 +14,7 @@ from iclr26.decoding.autodeco.training import TracePositions, train_heads
 
 def tiny_lm(seed=0):
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, pad_token_id=0, eos_token_id=1, bos_token_id=2)
-    return LlamaForCausalLM(cfg).eval()
+    return build_tiny_lm(TinyLMConfig(hidden_size=32, intermediate_size=64), 64, eos_token_id=1, bos_token_id=2).eval()
 
 
 def test_soft_top_p_matches_hand_computation():

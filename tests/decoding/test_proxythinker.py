@@ -1,8 +1,9 @@
 """Tests of ProxyThinker (arXiv:2505.24872), Eq. 1: z = z_base + alpha (z_expert - z_amateur)."""
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM, LogitsProcessorList, PreTrainedTokenizerFast
+from transformers import LogitsProcessorList, PreTrainedTokenizerFast
 
+from iclr26.models import TinyLMConfig, build_tiny_lm
 from iclr26.decoding.proxythinker import (
     ProxyThinkerLogitsProcessor,
     check_same_tokenizer,
@@ -15,10 +16,8 @@ CHARS = list("abcdefghijklmnopqrstuvwxyz0123456789 +-=.,?\n")
 
 def tiny_lm(seed, vocab=64, layers=2):
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=2, pad_token_id=0, eos_token_id=1,
-                      bos_token_id=2)
-    return LlamaForCausalLM(cfg).eval()
+    return build_tiny_lm(TinyLMConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=layers), vocab,
+                         eos_token_id=1, bos_token_id=2).eval()
 
 
 def char_tokenizer(chars=CHARS):

@@ -3,8 +3,8 @@ import math
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
+from iclr26.models import TinyLMConfig, build_tiny_lm
 from iclr26.decoding.stochastic_soft_thinking import (gumbel_softmax_weights, js_divergence, replacement_probe,
                                                       soft_thinking_generate, soft_token_weights)
 
@@ -24,9 +24,7 @@ class Tok:
 
 def tiny_lm(seed=0):
     torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                      num_attention_heads=4, num_key_value_heads=2, pad_token_id=0, eos_token_id=1, bos_token_id=2)
-    return LlamaForCausalLM(cfg).eval()
+    return build_tiny_lm(TinyLMConfig(hidden_size=32, intermediate_size=64), 64, eos_token_id=1, bos_token_id=2).eval()
 
 
 def test_truncation_top_k_top_p_renormalises():
