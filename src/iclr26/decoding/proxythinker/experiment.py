@@ -2,8 +2,9 @@
 
 quick: large base = Qwen2.5-Coder-1.5B-Instruct, small expert = Qwen2.5-Coder-0.5B-Instruct,
 small amateur = the expert truncated to its first 20 of 24 decoder layers (weights shared; no
-pre-RFT checkpoint of the 0.5B ships offline, see README). Task: GSM-style problems from
-reasoning-gym ``gsm_symbolic``, greedy decoding, exact-answer scoring. Both arms decode the same
+pre-RFT checkpoint of the 0.5B ships offline, see README). Task: multi-step arithmetic
+(``iclr26.data.math``, difficulty 3; GSM-style ``gsm_symbolic`` problems at the paper scale), greedy
+decoding, exact-answer scoring. Both arms decode the same
 problems with the same prompts; items are paired by position.
 smoke: randomly initialised tiny Llamas with a character tokenizer (exercises every code path).
 """
@@ -17,8 +18,10 @@ SCALES = {
     "smoke": dict(models="tiny", n_problems=3, max_new_tokens=6, alpha=0.5, amateur_keep=1,
                   batch_size=3),
     # alpha = 0.5: the paper's setting (Sec. 4); 20/24 layers: fixed a priori, not tuned
-    "quick": dict(models="qwen", n_problems=12, max_new_tokens=160, alpha=0.5, amateur_keep=20,
-                  batch_size=8),
+    # multi-step arithmetic (iclr26.data.math, difficulty 3): with gsm_symbolic and 160 new tokens
+    # the 1.5B base was cut off before its answer on most problems (8 % in both arms)
+    "quick": dict(models="qwen", n_problems=16, max_new_tokens=160, alpha=0.5, amateur_keep=20,
+                  batch_size=8, task="arithmetic", difficulty=3),
     # the paper: Qwen2.5-VL-32B base, VL-Rethinker-7B expert, Qwen2.5-VL-7B amateur, alpha 0.5,
     # MathVista/MathVerse/MathVision/MMMU-Pro; written down, not runnable offline
     "paper": dict(models="paper", n_problems=1000, max_new_tokens=4096, alpha=0.5, amateur_keep=None,
@@ -54,7 +57,10 @@ def run(scale: str, seed: int) -> dict:
     else:
         from iclr26.models import load
 
-        problems = dm.gsm_problems(cfg["n_problems"], seed=seed)
+        if cfg.get("task") == "arithmetic":
+            problems = dm.arithmetic_problems(cfg["n_problems"], seed=seed, difficulty=cfg["difficulty"])
+        else:
+            problems = dm.gsm_problems(cfg["n_problems"], seed=seed)
         base, tok = load("qwen2.5-coder-1.5b")
         expert, tok_e = load("qwen2.5-coder-0.5b")
         from .decoding import check_same_tokenizer
