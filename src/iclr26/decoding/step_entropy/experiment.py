@@ -90,9 +90,9 @@ def run(scale: str, seed: int) -> dict:
             answer_prompts[arm].append(prompt + comp + ANSWER_CUE)
             kept_steps = [s for s in comp.split(sep)]
             kept[arm].append(sum(n for n, s, c in zip(n_tok, steps, kept_steps) if c == s) / max(1, sum(n_tok)))
-    correct = {}
+    correct, answers = {}, {}
     for arm in arms:
-        outs = generate(model, tok, answer_prompts[arm], cfg["answer_tokens"])
+        outs = answers[arm] = generate(model, tok, answer_prompts[arm], cfg["answer_tokens"])
         correct[arm] = [int(dm.is_correct(dm.extract_answer("The answer is" + o), p.answer))
                         for o, p in zip(outs, problems)]
     return {
@@ -104,5 +104,6 @@ def run(scale: str, seed: int) -> dict:
             "seconds": {"cot": t_cot, "total": time.time() - t0},
             "problem_source": "iclr26.data.math",
             "example_cot": cots[0][:600],
+            "example_answers": {a: [(p.answer, o) for p, o in zip(problems[:4], answers[a][:4])] for a in arms},
         },
     }
