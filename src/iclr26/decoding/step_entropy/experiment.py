@@ -32,8 +32,10 @@ SCALES = {
 SEEDS = {"smoke": 1, "quick": 2, "paper": 1}
 
 SYSTEM = ("Solve the problem step by step. Put a blank line between steps. "
-          "Finish with 'The answer is N.'")
-ANSWER_CUE = "\n\nThe answer is"
+          "Give the final answer in \\boxed{}.")
+# the cue ends inside \boxed{ so the next tokens are the answer itself; an earlier cue, "The answer
+# is" after a system prompt saying "Finish with 'The answer is N.'", made the model write a literal "N"
+ANSWER_CUE = "\n\nThe answer is \\(\\boxed{"
 
 
 def _steps_of(cot: str):
@@ -93,7 +95,7 @@ def run(scale: str, seed: int) -> dict:
     correct, answers = {}, {}
     for arm in arms:
         outs = answers[arm] = generate(model, tok, answer_prompts[arm], cfg["answer_tokens"])
-        correct[arm] = [int(dm.is_correct(dm.extract_answer("The answer is" + o), p.answer))
+        correct[arm] = [int(dm.is_correct(dm.first_number(o), p.answer))
                         for o, p in zip(outs, problems)]
     return {
         "metrics": {"correct": {a: correct[a] for a in arms}},
