@@ -29,8 +29,10 @@ SCALES = {
 }
 SEEDS = {"smoke": 1, "quick": 2, "paper": 1}
 
-SYSTEM = ("You are a careful math assistant. Reason step by step, briefly, then finish with "
-          "'The answer is N.' where N is a number.")
+# no placeholder letter in the instruction: "finish with 'The answer is N.'" made both arms write a
+# literal "N" on many problems
+SYSTEM = ("You are a careful math assistant. Reason step by step, briefly, then give the final "
+          "answer as a number in \\boxed{}.")
 
 
 def _tiny_trio():

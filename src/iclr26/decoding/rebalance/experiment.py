@@ -25,7 +25,9 @@ SCALES = {
 }
 SEEDS = {"smoke": 1, "quick": 2, "paper": 1}
 
-SYSTEM = "Solve the problem step by step. Put a blank line between steps. Finish with 'The answer is N.'"
+# no placeholder letter in the instruction ("Finish with 'The answer is N.'" made the Qwen models
+# write a literal "N" in the other decoding experiments)
+SYSTEM = "Solve the problem step by step. Put a blank line between steps. Give the final answer in \\boxed{}."
 
 
 def run(scale: str, seed: int) -> dict:
