@@ -14,7 +14,8 @@ __all__ = ["Problem", "gsm_problems", "arithmetic_problems", "chat_prompt", "ari
            "first_number", "is_correct", "DEFAULT_SYSTEM", "ARITHMETIC_LEVELS", "ARITHMETIC_SHOTS"]
 
 #: the instruction appended to questions by :func:`chat_prompt` when ``system`` is None
-DEFAULT_SYSTEM = "Solve the problem. End your reply with 'The answer is N.' where N is the final number."
+# no placeholder letter ("... 'The answer is N.'"): small instruction models copy it literally
+DEFAULT_SYSTEM = "Solve the problem. Give the final answer as a number in \\boxed{}."
 
 
 @dataclass
