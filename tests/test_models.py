@@ -211,3 +211,20 @@ def test_random_char_lm_is_seeded_and_rejects_empty_alphabet():
     assert a.shape[-1] == len(tok) and not m1.training
     with pytest.raises(ValueError, match="alphabet"):
         random_char_lm(alphabet="")
+
+
+def test_forward_with_cache_matches_a_full_forward():
+    """Feeding a sequence in two pieces through the returned cache gives the full pass's logits."""
+    import torch
+
+    from iclr26.models import random_char_lm
+    from iclr26.models.generation import forward_with_cache
+
+    model, tok = random_char_lm(seed=1)
+    ids = torch.tensor([tok("Q: 12 + 7 = ?\nA: 19")["input_ids"]])
+    with torch.no_grad():
+        full = model(input_ids=ids).logits
+        out1, cache = forward_with_cache(model, None, input_ids=ids[:, :5])
+        out2, cache2 = forward_with_cache(model, cache, input_ids=ids[:, 5:])
+    assert cache is not None and cache2 is not None
+    torch.testing.assert_close(torch.cat([out1.logits, out2.logits], 1), full, rtol=1e-4, atol=1e-5)

@@ -157,3 +157,18 @@ def generate(
         model.train(was_training)
     extra = ([all_scores] if return_scores else []) + ([all_ids] if return_token_ids else [])
     return (completions, *extra) if extra else completions
+
+
+def forward_with_cache(model, cache=None, **inputs):
+    """One forward pass of ``model`` with KV cache ``cache`` (``None`` on the first step); returns
+    ``(output, new_cache)``. transformers 5.2x renamed the cache argument and output field from
+    ``past_key_values`` to ``cache`` (the old name is deprecated, to be removed in 5.40); this
+    passes and reads whichever name the installed release uses."""
+    import inspect
+
+    if cache is not None:
+        name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        inputs[name] = cache
+    out = model(use_cache=True, **inputs)
+    new = getattr(out, "cache", None)
+    return out, new if new is not None else getattr(out, "past_key_values", None)

@@ -15,11 +15,12 @@ paper's ablation ``z_base + alpha * z_expert``.
 """
 from __future__ import annotations
 
-import inspect
 from typing import Optional, Sequence
 
 import torch
 from transformers import LogitsProcessor
+
+from iclr26.models.generation import forward_with_cache
 
 __all__ = [
     "ProxyThinkerLogitsProcessor",
@@ -71,9 +72,6 @@ class _IncrementalLM:
             raise TypeError(f"{name} must be a transformers causal LM, got {type(model).__name__}")
         self.model = model
         self.name = name
-        # transformers >= 5.2x names the KV cache argument `cache`, older releases `past_key_values`
-        params = inspect.signature(model.forward).parameters
-        self.cache_arg = "cache" if "cache" in params else "past_key_values"
         self.reset()
 
     def reset(self):
@@ -107,11 +105,8 @@ class _IncrementalLM:
             new_ids = input_ids[:, self.n_seen:].to(device)
         # positions count real (unpadded) tokens, as in transformers' own generate
         positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, -new_ids.shape[1]:]
-        cache_kw = {self.cache_arg: self.past} if self.past is not None else {}
-        out = self.model(input_ids=new_ids, attention_mask=mask, position_ids=positions,
-                         use_cache=True, **cache_kw)
-        past = getattr(out, "cache", None)
-        self.past = past if past is not None else getattr(out, "past_key_values", None)
+        out, self.past = forward_with_cache(self.model, self.past, input_ids=new_ids, attention_mask=mask,
+                                            position_ids=positions)
         self.mask = mask
         self.n_seen = length
         self.ids = input_ids.to(device)

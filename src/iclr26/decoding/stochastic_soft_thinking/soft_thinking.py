@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from iclr26.models.generation import forward_with_cache
+
 __all__ = ["soft_token_weights", "gumbel_softmax_weights", "SoftThinkingOutput", "soft_thinking_generate"]
 
 MODES = ("vanilla", "gumbel", "discrete")
@@ -143,8 +145,8 @@ def soft_thinking_generate(
             ids[r, width - len(e) :] = torch.tensor(e)
             mask[r, width - len(e) :] = 1
         pos = (mask.cumsum(-1) - 1).clamp_min(0)
-        res = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)
-        past, logits = res.past_key_values, res.logits[:, -1, :].float()
+        res, past = forward_with_cache(model, None, input_ids=ids, attention_mask=mask, position_ids=pos)
+        logits = res.logits[:, -1, :].float()
         phase = [0] * B  # 0 think, 1 answer, 2 done
         n_think = [0] * B
         queue: list[list[int]] = [[] for _ in range(B)]
@@ -189,9 +191,9 @@ def soft_thinking_generate(
                 break
             mask = torch.cat([mask, live[:, None]], dim=1)
             pos = (mask.sum(-1, keepdim=True) - 1).clamp_min(0)
-            res = model(inputs_embeds=inputs[:, None, :], attention_mask=mask, position_ids=pos,
-                        past_key_values=past, use_cache=True)
-            past, logits = res.past_key_values, res.logits[:, -1, :].float()
+            res, past = forward_with_cache(model, past, inputs_embeds=inputs[:, None, :], attention_mask=mask,
+                                           position_ids=pos)
+            logits = res.logits[:, -1, :].float()
             for r in range(B):
                 if phase[r] == 0 and live[r] and n_think[r] in probe_steps:
                     probes[r][n_think[r]] = logits[r].clone()
