@@ -1,9 +1,10 @@
 """Decoding throughput of every decoding-time method in iclr26 against plain generation with the
 same model, prompts, batch and number of new tokens (``min_new_tokens = max_new_tokens``, so no
-arm stops early), single-threaded, best of ``--repeats`` runs. Speed does not depend on what the
-heads or vectors learnt, so untrained heads and a random steering vector are used.
+arm stops early), single-threaded. The method and its peer are timed alternately, best of
+``--repeats`` rounds after a warm-up call each, so drift in machine speed hits both. Speed does not
+depend on what the heads or vectors learnt, so untrained heads and a random steering vector are used.
 
-    python benchmarks/bench_decoding.py [--model smollm2-135m] [--tokens 32] [--batch 8] [--repeats 3]
+    python benchmarks/bench_decoding.py [--model smollm2-135m] [--tokens 32] [--batch 8] [--repeats 2]
 
 Pairs (method vs its peer):
 - AutoDeco (heads + per-token T and top-p through ``AutoDecoLogitsProcessor``) vs plain sampling
@@ -24,13 +25,19 @@ import time
 import torch
 
 
-def best_rate(fn, n_tokens: int, repeats: int) -> float:
-    best = float("inf")
+def compare(method, peer, n_tokens: int, repeats: int) -> tuple[float, float]:
+    """Tokens/s of ``method`` and ``peer``: one untimed warm-up call each, then ``repeats`` rounds
+    that time the two alternately (so drift in machine speed hits both), best round of each."""
+    method(0), peer(0)
+    best_m = best_p = float("inf")
     for r in range(repeats):
         t = time.perf_counter()
-        fn(r)
-        best = min(best, time.perf_counter() - t)
-    return n_tokens / best
+        method(r)
+        best_m = min(best_m, time.perf_counter() - t)
+        t = time.perf_counter()
+        peer(r)
+        best_p = min(best_p, time.perf_counter() - t)
+    return n_tokens / best_m, n_tokens / best_p
 
 
 def main():
@@ -46,7 +53,7 @@ def main():
     ap.add_argument("--model", default="smollm2-135m")
     ap.add_argument("--tokens", type=int, default=32)
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=2)
     args = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -57,7 +64,7 @@ def main():
     rows = []
 
     def pair(name, method, peer, peer_name):
-        rm, rp = best_rate(method, n, reps), best_rate(peer, n, reps)
+        rm, rp = compare(method, peer, n, reps)
         rows.append((name, rm, peer_name, rp))
 
     # AutoDeco vs plain sampling
@@ -94,12 +101,11 @@ def main():
         return lambda r: soft_thinking_generate(model, tok, prompts, mode=mode, seed=r, max_think_tokens=k,
                                                 max_answer_tokens=0, batch_size=args.batch)
 
-    disc = best_rate(soft("discrete"), n, reps)
     for mode in ("vanilla", "gumbel"):
-        rows.append((f"soft thinking ({mode})", best_rate(soft(mode), n, reps), "same loop, discrete tokens", disc))
-    rows.append(("soft-thinking loop (discrete)", disc, "greedy", best_rate(greedy, n, reps)))
+        pair(f"soft thinking ({mode})", soft(mode), soft("discrete"), "same loop, discrete tokens")
+    pair("soft-thinking loop (discrete)", soft("discrete"), greedy, "greedy")
 
-    print(f"model={args.model} batch={args.batch} new_tokens={k} threads=1 best of {reps}")
+    print(f"model={args.model} batch={args.batch} new_tokens={k} threads=1 best of {reps} alternating rounds")
     print("| method | tokens/s | peer | peer tokens/s | time per token vs peer |")
     print("|---|---|---|---|---|")
     for name, rm, peer, rp in rows:
