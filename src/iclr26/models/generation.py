@@ -6,6 +6,8 @@ and its baseline differ only in the ``logits_processor`` (or sampling knobs) the
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from typing import Sequence
 
 _END_OF_TURN = ("<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<|eot_id|>", "<eos>")
@@ -159,16 +161,19 @@ def generate(
     return (completions, *extra) if extra else completions
 
 
+@functools.lru_cache(maxsize=None)
+def _cache_argument(model_class) -> str:
+    """The name ``model_class.forward`` takes the KV cache under (read once per class, not per step)."""
+    return "cache" if "cache" in inspect.signature(model_class.forward).parameters else "past_key_values"
+
+
 def forward_with_cache(model, cache=None, **inputs):
     """One forward pass of ``model`` with KV cache ``cache`` (``None`` on the first step); returns
     ``(output, new_cache)``. transformers 5.2x renamed the cache argument and output field from
     ``past_key_values`` to ``cache`` (the old name is deprecated, to be removed in 5.40); this
     passes and reads whichever name the installed release uses."""
-    import inspect
-
     if cache is not None:
-        name = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-        inputs[name] = cache
+        inputs[_cache_argument(type(model))] = cache
     out = model(use_cache=True, **inputs)
     new = getattr(out, "cache", None)
     return out, new if new is not None else getattr(out, "past_key_values", None)
