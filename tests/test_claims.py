@@ -10,6 +10,7 @@ GOOD = {
     "claims": [{
         "id": "c1", "statement": "s", "paper_value": 0.5, "source": "Table 1", "metric": "acc",
         "method": "m", "baseline": "b", "direction": "greater", "unit": "seeds", "test": "wilcoxon",
+        "paper_effect": 0.02,
     }],
 }
 
@@ -44,6 +45,19 @@ def test_good_document_parses():
     (dict(alpha=1.5), "alpha must lie"),
     (dict(colour="red"), "unknown field"),
     (dict(margin=-1), "margin must be >= 0"),
+    (dict(paper_effect=None), r"missing field\(s\) \['paper_effect'\]"),
+    (dict(paper_effect="large"), "'paper_effect' must be a finite number"),
+    (dict(paper_effect=float("nan")), "'paper_effect' must be a finite number"),
+    (dict(paper_effect=-0.1), "outside the claimed region"),
+    (dict(direction="less"), "outside the claimed region"),
+    (dict(direction="equivalent", margin=0.01, test="tost"), "outside the equivalence margin"),
+    (dict(floor_side="above"), "need a 'floor'"),
+    (dict(floor=0.5, floor_side="sideways"), "bad floor_side"),
+    (dict(floor=0.5, direction="equivalent", margin=0.1, test="tost"), "must say 'floor_side'"),
+    (dict(cluster="seed"), "applies to unit 'items' only"),
+    (dict(unit="items", cluster="model"), "bad cluster"),
+    (dict(unit="items", cluster="none"), "say why in 'unit_reason'"),
+    (dict(exploratory="yes"), "'exploratory' must be true or false"),
 ])
 def test_bad_claims_are_rejected(changes, match):
     with pytest.raises(ClaimsError, match=match):
@@ -75,3 +89,22 @@ def test_requires_must_name_other_claims():
     doc = copy.deepcopy(GOOD)
     doc["claims"].append(dict(GOOD["claims"][0], id="c2", requires=["c1"]))
     assert parse_claims(doc).claims[1].requires == ("c1",)
+
+
+def test_new_fields_parse_with_defaults():
+    c = parse_claims(mutate(unit="items", floor=0.5)).claims[0]
+    assert c.paper_effect == 0.02 and c.cluster == "seed" and c.floor == 0.5 and c.floor_side == "above"
+    c = parse_claims(mutate(unit="items", cluster="none", unit_reason="independent simulations",
+                            direction="less", paper_effect=-0.1, floor=0.5)).claims[0]
+    assert c.cluster == "none" and c.floor_side == "below"
+    assert parse_claims(GOOD).claims[0].cluster is None and not parse_claims(GOOD).claims[0].exploratory
+
+
+def test_requires_cycles_are_rejected():
+    doc = copy.deepcopy(GOOD)
+    doc["claims"] = [dict(GOOD["claims"][0], id="a", requires=["b"]), dict(GOOD["claims"][0], id="b", requires=["c"]),
+                     dict(GOOD["claims"][0], id="c", requires=["a"])]
+    with pytest.raises(ClaimsError, match="cycle: a -> b -> c -> a"):
+        parse_claims(doc)
+    doc["claims"][2]["requires"] = []
+    assert [c.requires for c in parse_claims(doc).claims] == [("b",), ("c",), ()]

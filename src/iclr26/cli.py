@@ -49,22 +49,29 @@ def cmd_info(args) -> int:
 
     pc = claims_for(p)
     print(f"title: {pc.title}\narXiv: {pc.arxiv}   code: {pc.code or '-'}\n")
-    with Store(args.store) as st:
-        stored = {(v["scale"], v["claim"]): v for v in st.verdicts(p.id)}
-    from .harness.experiments import folder_fingerprint
+    from .harness.verdicts import judge_paper
 
-    fp = folder_fingerprint(p)
+    with Store(args.store) as st:
+        judged = {scale: {v.claim.id: v for v in judge_paper(p, scale, st, save=False)}
+                  for scale in ("smoke", "quick", "paper")}
     for c in pc.claims:
-        print(f"- {c.id}: {c.statement}")
-        print(f"    paper: {c.paper_value} ({c.source}); test {c.test}, {c.method} {c.direction} {c.comparator}"
-              + (f", margin {c.margin:g}" if c.margin else ""))
+        print(f"- {c.id}: {c.statement}" + ("  (exploratory)" if c.exploratory else ""))
+        print(f"    paper: {c.paper_value} ({c.source}); paper effect {c.paper_effect:+.4g}")
+        print(f"    test {c.test}, {c.method} {c.direction} {c.comparator}" + (f", margin {c.margin:g}" if c.margin else "")
+              + (f", floor {c.floor:g}" if c.floor is not None else "")
+              + (f", items clustered by seed" if c.cluster == "seed" else ""))
         for scale in ("smoke", "quick", "paper"):
-            v = stored.get((scale, c.id))
-            if v:
-                s = v["stats"] or {}
-                stale = " (stale: code changed since)" if v["fingerprint"] != fp else ""
-                eff = f"effect {s['effect']:+.4g} [{s['ci_low']:.4g}, {s['ci_high']:.4g}], p={s['pvalue']:.3g}, n={s['n']}" if s.get("test") else (s.get("note") or "")
-                print(f"    {scale}: {v['verdict']}{stale}  {eff}")
+            v = judged[scale][c.id]
+            if v.verdict == "not run":
+                continue
+            s = v.stats
+            eff = (f"effect {s.effect:+.4g} [{s.ci_low:.4g}, {s.ci_high:.4g}], p={s.pvalue:.3g}, n={s.n}, "
+                   f"detectable {s.mde:+.4g}") if s else ""
+            print(f"    {scale}: {v.verdict}" + (" [stale]" if v.stale else "") + f"  {eff}")
+            if v.note and v.verdict != "reproduced" or v.claim.requires and v.note.startswith("significant on its own"):
+                print(f"      reason: {v.note}")
+            if v.stale:
+                print(f"      stale: {v.stale}")
     return 0
 
 
@@ -81,20 +88,28 @@ def _ids(args) -> list[str]:
 
 
 def print_verdicts(console, verdicts_by_paper, scale: str) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
+    from .harness.report import _claim_entry, _reason, claim_cells
+
     table = Table(title=f"verdicts at scale {scale}" + (" (smoke: not evidence)" if scale == "smoke" else ""))
-    for col in ("paper", "claim", "method vs baseline", "effect [CI]", "p", "n", "verdict"):
+    for col in ("paper", "claim", "tested", "paper effect", "effect [one-sided bounds]", "detectable", "p", "n",
+                "verdict"):
         table.add_column(col)
-    colours = {"reproduced": "green", "not reproduced": "yellow", "contradicted": "red", "error": "red"}
+    colours = {"reproduced": "green", "not reproduced": "yellow", "inconclusive": "blue", "contradicted": "red",
+               "error": "red"}
     for pid, verdicts in verdicts_by_paper.items():
         for v in verdicts:
-            s = v.stats
-            c = v.claim
-            arms = f"{c.method} {c.direction} {c.comparator}"
-            eff = f"{s.effect:+.4g} [{s.ci_low:.3g}, {s.ci_high:.3g}]" if s else (v.note[:60] if v.note else "-")
-            table.add_row(pid, c.id, arms, eff, f"{s.pvalue:.3g}" if s else "-", str(s.n) if s else "-",
-                          f"[{colours.get(v.verdict, 'white')}]{v.verdict}[/]")
+            entry = _claim_entry(v.claim)
+            entry.update(verdict=v.verdict, stale=v.stale, note=v.note, scale=scale,
+                         stats=None if v.stats is None else v.stats.to_dict())
+            cells = claim_cells(entry)
+            reason = _reason(entry)
+            label = f"[{colours.get(v.verdict, 'white')}]{v.verdict}[/]" + (escape(" [stale]") if v.stale else "")
+            table.add_row(*(escape(x) for x in (pid, v.claim.id, cells["tested"], cells["paper_effect"], cells["effect"],
+                                                 cells["mde"], cells["p"], cells["n"])),
+                          label + (f"\n{escape(reason)}" if reason else ""))
     console.print(table)
 
 

@@ -13,8 +13,12 @@ from pathlib import Path
 from .stats import BINARY_TESTS, DIRECTIONS, TESTS
 
 UNITS = ("seeds", "items")
-REQUIRED = ("id", "statement", "paper_value", "source", "metric", "method", "direction", "unit", "test")
-OPTIONAL = ("baseline", "baseline_value", "margin", "alpha", "proxy", "requires")
+CLUSTERS = ("seed", "none")
+FLOOR_SIDES = ("above", "below")
+REQUIRED = ("id", "statement", "paper_value", "source", "metric", "method", "direction", "unit", "test",
+            "paper_effect")
+OPTIONAL = ("baseline", "baseline_value", "margin", "alpha", "proxy", "requires", "effect_source",
+            "floor", "floor_side", "floor_reason", "cluster", "unit_reason", "exploratory")
 
 
 class ClaimsError(ValueError):
@@ -38,6 +42,14 @@ class Claim:
     alpha: float = 0.05
     proxy: str = ""
     requires: tuple[str, ...] = ()
+    paper_effect: float = 0.0
+    effect_source: str = ""
+    floor: float | None = None
+    floor_side: str | None = None
+    floor_reason: str = ""
+    cluster: str | None = None
+    unit_reason: str = ""
+    exploratory: bool = False
 
     @property
     def arms(self) -> tuple[str, ...]:
@@ -113,6 +125,38 @@ def parse_claims(data: dict, path: str | Path = "<claims>") -> PaperClaims:
         alpha = float(c.get("alpha", 0.05))
         if not 0 < alpha < 1:
             _fail(path, where, f"alpha must lie in (0, 1), got {alpha}")
+        effect = _number(path, where, c, "paper_effect")
+        direction = c["direction"]
+        if direction == "greater" and not effect > -margin:
+            _fail(path, where, f"paper_effect {effect:g} lies outside the claimed region (method - comparator > "
+                  f"{-margin:g}): it is the paper's effect as method - comparator in the metric's units")
+        if direction == "less" and not effect < margin:
+            _fail(path, where, f"paper_effect {effect:g} lies outside the claimed region (method - comparator < "
+                  f"{margin:g}): it is the paper's effect as method - comparator in the metric's units")
+        if direction == "equivalent" and not abs(effect) < margin:
+            _fail(path, where, f"paper_effect {effect:g} lies outside the equivalence margin +-{margin:g}")
+        floor, floor_side = None, None
+        if "floor" in c:
+            floor = _number(path, where, c, "floor")
+            floor_side = c.get("floor_side") or {"greater": "above", "less": "below"}.get(direction)
+            if floor_side is None:
+                _fail(path, where, "an 'equivalent' claim with a 'floor' must say 'floor_side' (above or below)")
+            if floor_side not in FLOOR_SIDES:
+                _fail(path, where, f"bad floor_side {floor_side!r}; allowed: {', '.join(FLOOR_SIDES)}")
+        elif "floor_side" in c or "floor_reason" in c:
+            _fail(path, where, "'floor_side' / 'floor_reason' need a 'floor'")
+        cluster = c.get("cluster")
+        if c["unit"] == "seeds":
+            if cluster is not None:
+                _fail(path, where, "'cluster' applies to unit 'items' only (seed-paired claims have one value per seed)")
+        else:
+            cluster = "seed" if cluster is None else cluster
+            if cluster not in CLUSTERS:
+                _fail(path, where, f"bad cluster {cluster!r}; allowed: {', '.join(CLUSTERS)}")
+            if cluster == "none" and not str(c.get("unit_reason", "")).strip():
+                _fail(path, where, "cluster 'none' treats every item as an independent draw: say why in 'unit_reason'")
+        if not isinstance(c.get("exploratory", False), bool):
+            _fail(path, where, "'exploratory' must be true or false")
         for key in ("id", "statement", "source", "metric", "method"):
             if not isinstance(c[key], str) or not c[key]:
                 _fail(path, where, f"'{key}' must be a non-empty string")
@@ -124,7 +168,10 @@ def parse_claims(data: dict, path: str | Path = "<claims>") -> PaperClaims:
                 baseline=c.get("baseline"),
                 baseline_value=float(c["baseline_value"]) if has_value else None,
                 margin=margin, alpha=alpha, proxy=str(c.get("proxy", "")),
-                requires=tuple(c.get("requires", ())),
+                requires=tuple(c.get("requires", ())), paper_effect=effect,
+                effect_source=str(c.get("effect_source", "")), floor=floor, floor_side=floor_side,
+                floor_reason=str(c.get("floor_reason", "")), cluster=cluster,
+                unit_reason=str(c.get("unit_reason", "")), exploratory=bool(c.get("exploratory", False)),
             )
         )
     ids = {c.id for c in claims}
@@ -132,7 +179,35 @@ def parse_claims(data: dict, path: str | Path = "<claims>") -> PaperClaims:
         bad = [r for r in c.requires if r not in ids or r == c.id]
         if bad or not isinstance(c.requires, tuple) or not all(isinstance(r, str) for r in c.requires):
             _fail(path, f"claim {c.id}", f"'requires' must list other claim ids of this paper; unknown: {bad}")
+    _check_acyclic(path, claims)
     return PaperClaims(title=paper["title"], arxiv=paper["arxiv"], code=paper["code"], claims=tuple(claims))
+
+
+def _number(path, where: str, c: dict, key: str) -> float:
+    v = c[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
+        _fail(path, where, f"'{key}' must be a finite number in the metric's units, got {v!r}")
+    return float(v)
+
+
+def _check_acyclic(path, claims: list[Claim]) -> None:
+    """'requires' must form no cycle: A requires B requires A can never be decided."""
+    graph = {c.id: c.requires for c in claims}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(node: str, trail: list[str]) -> None:
+        if state.get(node) == 2:
+            return
+        if state.get(node) == 1:
+            cycle = trail[trail.index(node):] + [node]
+            _fail(path, f"claim {node}", f"'requires' forms a cycle: {' -> '.join(cycle)}")
+        state[node] = 1
+        for r in graph[node]:
+            visit(r, trail + [node])
+        state[node] = 2
+
+    for c in claims:
+        visit(c.id, [])
 
 
 def load_claims(path: str | Path) -> PaperClaims:

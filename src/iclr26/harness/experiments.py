@@ -5,7 +5,9 @@ import hashlib
 import importlib
 import math
 import subprocess
+import sys
 from functools import lru_cache
+from importlib import metadata
 from pathlib import Path
 
 from ..registry import Paper, get
@@ -107,3 +109,90 @@ def git_commit() -> str:
     except (OSError, subprocess.SubprocessError):
         return ""
     return f"{sha}+dirty" if sha and dirty else sha
+
+
+#: the package's source root: dependencies are recorded relative to it
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+#: modules that judge or drive trials but never change what an experiment measures
+NOT_MEASURED = ("iclr26.harness", "iclr26.cli")
+#: packages whose version can change the numbers an experiment produces
+NUMERIC_PACKAGES = {"numpy": "numpy", "scipy": "scipy", "torch": "torch", "transformers": "transformers",
+                    "sklearn": "scikit-learn"}
+
+
+@lru_cache(maxsize=4096)
+def _sha(path: str, mtime_ns: int, size: int) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+
+
+def file_hash(path: Path) -> str | None:
+    """sha256 (16 hex digits) of a file, or None when it no longer exists."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return _sha(str(path), st.st_mtime_ns, st.st_size)
+
+
+def measured_dependencies(modules: dict | None = None) -> dict:
+    """What the finished experiment depended on: every project module it imported, hashed, and the
+    versions of the number-changing packages it imported.
+
+    Called by the worker after ``run()``, so imports made inside functions count too. The harness and
+    the CLI are left out: they judge and drive trials, they do not measure.
+    """
+    modules = sys.modules if modules is None else modules
+    files, packages = {}, {}
+    for name, mod in list(modules.items()):
+        if name.split(".")[0] in NUMERIC_PACKAGES and "." not in name:
+            try:
+                packages[NUMERIC_PACKAGES[name]] = metadata.version(NUMERIC_PACKAGES[name])
+            except metadata.PackageNotFoundError:
+                pass
+        if not (name == "iclr26" or name.startswith("iclr26.")) or name.startswith(NOT_MEASURED):
+            continue
+        path = getattr(mod, "__file__", None)
+        if not path:
+            continue
+        path = Path(path).resolve()
+        try:
+            rel = path.relative_to(PACKAGE_ROOT)
+        except ValueError:
+            continue
+        h = file_hash(path)
+        if h is not None:
+            files[str(rel)] = h
+    return {"files": dict(sorted(files.items())), "packages": dict(sorted(packages.items()))}
+
+
+@lru_cache(maxsize=64)
+def _installed_version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def staleness(trial, fingerprint: str | None = None) -> str | None:
+    """Why a stored trial no longer measures the current code and packages, or None if it does.
+
+    Stale when the paper folder changed (``fingerprint`` is the folder's current one), when a project
+    module the trial imported changed or vanished, when a number-changing package it imported has
+    another version now, or when the trial predates the recording of its dependencies.
+    """
+    reasons = []
+    if fingerprint is not None and trial.fingerprint != fingerprint:
+        reasons.append("the paper folder changed")
+    deps = getattr(trial, "deps", None)
+    if not deps:
+        reasons.append("its dependencies were not recorded")
+        return "; ".join(reasons)
+    changed = [rel for rel, h in deps.get("files", {}).items() if file_hash(PACKAGE_ROOT / rel) != h]
+    if changed:
+        shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
+        reasons.append(f"changed since: {shown}")
+    moved = [f"{dist} {v} -> {_installed_version(dist) or 'absent'}"
+             for dist, v in deps.get("packages", {}).items() if _installed_version(dist) != v]
+    if moved:
+        reasons.append("package versions: " + ", ".join(moved))
+    return "; ".join(reasons) or None

@@ -1,8 +1,10 @@
 """The report: a static site (index of all papers + a page per paper with claim tables and plots),
 ``summary.json``, ``summary.md``, and the claim table inside each paper's README.
 
-Verdicts come from the store. Each is shown with the scale it came from; a verdict whose code
-fingerprint no longer matches the paper folder is marked stale. Smoke verdicts never count as
+Verdicts are re-judged from the stored trials. Each is shown with the scale it came from, the
+paper's effect, the bounds the test inverts, the smallest effect the check could detect, and its
+reason; a verdict whose measured code (paper folder, imported project modules, package versions)
+changed since its trials ran is marked stale, with the reason. Smoke verdicts never count as
 evidence and are only shown where no quick verdict exists.
 """
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 from ..registry import Paper, papers
 from .experiments import claims_for, folder_fingerprint
 from .store import Store
-from .verdicts import judge, judge_paper
+from .verdicts import judge, judge_paper, select_trials
 
 SCALE_ORDER = ("paper", "quick", "smoke")
 
@@ -29,10 +31,21 @@ def _fmt(x, digits=3) -> str:
     return f"{x:.{digits}g}"
 
 
-def collect(store: Store, judged: dict | None = None) -> list[dict]:
-    """One record per paper: status, claims, and for each claim its best-scale stored verdict.
+def _claim_entry(c) -> dict:
+    return {"id": c.id, "statement": c.statement, "paper_value": c.paper_value, "source": c.source,
+            "test": c.test, "direction": c.direction, "method": c.method, "comparator": c.comparator,
+            "margin": c.margin, "proxy": c.proxy, "constant": c.baseline is None, "unit": c.unit,
+            "cluster": c.cluster, "paper_effect": c.paper_effect, "effect_source": c.effect_source,
+            "floor": c.floor, "exploratory": c.exploratory, "requires": list(c.requires),
+            "verdict": "not run", "scale": None, "stale": None, "stats": None, "note": ""}
 
-    ``judged``, if given, receives the fresh verdicts (with their values) keyed by
+
+def collect(store: Store, judged: dict | None = None) -> list[dict]:
+    """One record per paper: status, claims, and for each claim its verdict at the best scale with trials.
+
+    Verdicts are re-judged from the stored trials every time, so they follow the current statistics
+    and claims; a verdict whose trials no longer measure the current code carries the reason in
+    ``stale``. ``judged``, if given, receives the verdicts (with their values) keyed by
     (paper, scale, claim), so the plots need not judge the same trials again.
     """
     out = []
@@ -47,26 +60,23 @@ def collect(store: Store, judged: dict | None = None) -> list[dict]:
                 out.append(rec)
                 continue
             rec["title"], rec["arxiv"], rec["code"] = pc.title, pc.arxiv, pc.code
-            fp = folder_fingerprint(p)
-            for scale in SCALE_ORDER:  # re-judge stored trials, so verdicts follow the current statistics
-                if store.trials_at(p.id, scale, fp):
-                    for v in judge_paper(p, scale, store, save=True):
-                        if judged is not None:
-                            judged[(p.id, scale, v.claim.id)] = v
-            stored = store.verdicts(p.id)
+            per_scale = {}
+            for scale in SCALE_ORDER:
+                vs = judge_paper(p, scale, store, save=True)
+                if any(v.verdict != "not run" for v in vs):
+                    per_scale[scale] = {v.claim.id: v for v in vs}
             for c in pc.claims:
-                entry = {"id": c.id, "statement": c.statement, "paper_value": c.paper_value,
-                         "source": c.source, "test": c.test, "direction": c.direction,
-                         "method": c.method, "comparator": c.comparator, "margin": c.margin,
-                         "proxy": c.proxy, "constant": c.baseline is None, "verdict": "not run", "scale": None, "stale": False, "stats": None}
+                entry = _claim_entry(c)
                 for scale in SCALE_ORDER:
-                    hit = [v for v in stored if v["scale"] == scale and v["claim"] == c.id]
-                    if hit:
-                        v = hit[0]
-                        entry.update(verdict=v["verdict"], scale=scale, stale=v["fingerprint"] != fp,
-                                     stats=v["stats"], seeds=v["seeds"], fingerprint=v["fingerprint"])
+                    if scale in per_scale:
+                        v = per_scale[scale][c.id]
+                        entry.update(verdict=v.verdict, scale=scale, stale=v.stale, note=v.note, seeds=v.seeds,
+                                     stats=None if v.stats is None else v.stats.to_dict())
+                        if judged is not None:
+                            judged[(p.id, scale, c.id)] = v
                         break
                 rec["claims"].append(entry)
+            fp = folder_fingerprint(p)
             runs = []
             for scale in ("quick", "smoke"):
                 runs = store.trials_at(p.id, scale, fp) or runs
@@ -85,30 +95,73 @@ def _verdict_label(c: dict) -> str:
         v += f" ({c['scale']})"
     if c.get("stale"):
         v += " [stale]"
+    if c.get("exploratory"):
+        v += " (exploratory)"
     return v
+
+
+def _bound(x) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    if math.isinf(x):
+        return "-inf" if x < 0 else "+inf"
+    return f"{x:.3g}"
+
+
+def _reason(c: dict) -> str:
+    """The reason shown beside a verdict: always for a verdict that is not a plain reproduction."""
+    parts = []
+    if c["verdict"] != "reproduced" or c.get("requires") and c.get("note", "").startswith("significant on its own"):
+        parts.append(c.get("note") or "")
+    if c.get("stale"):
+        parts.append(f"stale: {c['stale']}")
+    return "; ".join(x for x in parts if x)
+
+
+def claim_cells(c: dict) -> dict:
+    """The display cells of one claim, shared by the README table, the site and the CLI."""
+    s = c["stats"] or {}
+    margin = f", margin {c['margin']:g}" if c["margin"] else ""
+    unit = c["unit"] + (f", clustered by seed" if c.get("cluster") == "seed" else "")
+    tested = f"{c['method']} {c['direction']} {c['comparator']}{margin} ({c['test']}; {unit})"
+    cells = {"tested": tested, "paper_effect": f"{c['paper_effect']:+.3g}" if c.get("paper_effect") is not None else "–",
+             "measured": "–", "effect": "–", "mde": "–", "p": "–", "n": "–"}
+    if s.get("test"):
+        cells["measured"] = f"{c['method']} {_fmt(s['method_mean'])} vs " + (
+            f"constant {c['comparator']}" if c["constant"] else f"{c['comparator']} {_fmt(s['baseline_mean'])}")
+        level = 100 * (1 - s.get("alpha", 0.05))
+        est = s.get("estimator", "mean")
+        cells["effect"] = (f"{s['effect']:+.3g} [{_bound(s['ci_low'])}, {_bound(s['ci_high'])}]"
+                           + (f" ({est})" if est != "mean" else "") + f" ({level:.0f}% one-sided bounds)")
+        cells["mde"] = _bound(s.get("mde"))
+        cells["p"] = _fmt(s["pvalue"])
+        n = f"{s['n']}"
+        if s.get("clustered"):
+            n += f" seeds ({s['n_items']} items)"
+        cells["n"] = n
+    return cells
 
 
 def claims_markdown(rec: dict) -> str:
     """The claim table of one paper, as Markdown."""
-    lines = ["| claim | paper says | measured (method vs comparator) | effect [95% CI] | p | n | verdict |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| claim | paper says | paper effect | tested | measured | effect [bounds] | detectable (80% power) "
+             "| p | n | verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for c in rec["claims"]:
-        s = c["stats"] or {}
-        if s.get("test"):
-            measured = f"{c['method']} {_fmt(s['method_mean'])} vs " + (
-                f"constant {c['comparator']}" if c["constant"] else f"{c['comparator']} {_fmt(s['baseline_mean'])}")
-            effect = f"{s['effect']:+.3g} [{_fmt(s['ci_low'])}, {_fmt(s['ci_high'])}]"
-            p, n = _fmt(s["pvalue"]), str(s["n"])
-        else:
-            measured, effect, p, n = (s.get("note") or "–")[:80].replace("|", "/"), "–", "–", "–"
+        cells = claim_cells(c)
         claim = f"**{c['id']}**: {c['statement']}".replace("|", "/")
         said = f"{c['paper_value']} ({c['source']})".replace("|", "/")
-        label = _verdict_label(c) + (f": {s['note']}" if s.get("test") and s.get("note") else "")
-        lines.append(f"| {claim} | {said} | {measured} | {effect} | {p} | {n} | {label.replace('|', '/')} |")
+        reason = _reason(c)
+        label = _verdict_label(c) + (f": {reason}" if reason else "")
+        row = [claim, said, cells["paper_effect"], cells["tested"], cells["measured"], cells["effect"], cells["mde"],
+               cells["p"], cells["n"], label]
+        lines.append("| " + " | ".join(x.replace("|", "/").replace("\n", " ") for x in row) + " |")
     lines.append("")
-    lines.append("Tests: " + "; ".join(f"{c['id']}: {c['test']}, {c['direction']}"
-                                       + (f" (margin {c['margin']:g})" if c["margin"] else "") for c in rec["claims"])
-                 + ". Verdicts from `iclr26 reproduce " + rec["id"] + " --scale quick`; regenerate with `iclr26 report`.")
+    lines.append("Effects are method minus comparator in the metric's units; the bounds are the two one-sided "
+                 "bounds the test inverts (reproduced exactly when the bound on the claimed side clears the null). "
+                 "\"Detectable\" is the smallest true effect this check finds with 80 % power: where it is "
+                 "beyond the paper's effect, a negative result says little. Verdicts from `iclr26 reproduce "
+                 + rec["id"] + " --scale quick`; regenerate with `iclr26 report`.")
     return "\n".join(lines)
 
 
@@ -158,7 +211,8 @@ def plot_claim(path: Path, claim, values) -> None:
         for a, b in zip(x, y):
             axes[0].plot([0 - 0.15, 1 + 0.15], [a, b], color="grey", alpha=0.2, lw=0.8)
     axes[0].set_xticks(range(len(arms)), [a for a, _ in arms], fontsize=8)
-    axes[0].set_title(f"{claim.metric} ({claim.unit}: n={x.size})", fontsize=9)
+    axes[0].set_title(f"{claim.metric} ({claim.unit}: n={x.size}"
+                      + (", clustered by seed" if values.clusters is not None else "") + ")", fontsize=9)
     d = x - (y if y is not None else claim.baseline_value)
     if np.unique(d).size > 2:
         axes[1].hist(d, bins=min(30, max(5, d.size // 3)), color="C2", alpha=0.7)
@@ -167,7 +221,9 @@ def plot_claim(path: Path, claim, values) -> None:
         axes[1].bar(vals, counts, width=0.3, color="C2", alpha=0.7)
     st = values.stats
     if st is not None:
-        axes[1].axvspan(st.ci_low, st.ci_high, color="C3", alpha=0.2, label="95% CI of effect")
+        lo = st.ci_low if math.isfinite(st.ci_low) else float(d.min())
+        hi = st.ci_high if math.isfinite(st.ci_high) else float(d.max())
+        axes[1].axvspan(lo, hi, color="C3", alpha=0.2, label=f"{100 * (1 - st.alpha):.0f}% one-sided bounds")
         axes[1].axvline(st.effect, color="C3", label=f"effect {st.effect:+.3g}")
     axes[1].axvline(0, color="black", lw=0.8)
     for m in {claim.margin, -claim.margin} - {0.0}:
@@ -183,7 +239,7 @@ def plot_claim(path: Path, claim, values) -> None:
 PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>{title}</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}}
 table{{border-collapse:collapse;width:100%;font-size:14px}}td,th{{border:1px solid #ccc;padding:4px 6px;vertical-align:top}}
-.reproduced{{background:#d9f2d9}}.notreproduced{{background:#fff3cd}}.contradicted,.error{{background:#f8d7da}}
+.reproduced{{background:#d9f2d9}}.notreproduced{{background:#fff3cd}}.inconclusive{{background:#e7eef7}}.contradicted,.error{{background:#f8d7da}}
 .notrun,.planned{{color:#888}}img{{max-width:100%}}</style></head><body>{body}</body></html>"""
 
 
@@ -206,10 +262,8 @@ def build_report(out: str | Path = "site", store_path=None, write_readmes: bool 
             for c, entry in zip(pc.claims, rec["claims"]):
                 if entry["scale"] is None:
                     continue
-                values = judged.get((p.id, entry["scale"], c.id)) if not entry["stale"] else None
-                if values is None:  # a stale verdict: judge the trials it came from
-                    values = judge(c, store.trials_at(p.id, entry["scale"], entry["fingerprint"]))
-                if values.method_values:
+                values = judged.get((p.id, entry["scale"], c.id))
+                if values is not None and values.method_values:
                     name = f"{p.id}__{c.id}.png"
                     plot_claim(out / "papers" / name, c, values)
                     figs.append(name)
@@ -227,15 +281,15 @@ def build_report(out: str | Path = "site", store_path=None, write_readmes: bool 
 
 
 def summary_markdown(records: list[dict]) -> str:
-    lines = ["| paper | domain | status | claims reproduced (quick) | verdicts |", "|---|---|---|---|---|"]
+    lines = ["| paper | domain | status | claims reproduced (quick, current code) | verdicts |", "|---|---|---|---|---|"]
     for r in records:
         if r["status"] != "implemented":
             lines.append(f"| {r['id']} | {r['domain']} | planned | – | – |")
             continue
-        quick = [c for c in r["claims"] if c["scale"] == "quick" and not c["stale"]]
-        n_rep = sum(c["verdict"] == "reproduced" for c in quick)
+        counted = [c for c in r["claims"] if not c["exploratory"]]
+        n_rep = sum(c["verdict"] == "reproduced" and c["scale"] == "quick" and not c["stale"] for c in counted)
         verdicts = "; ".join(f"{c['id']}: {_verdict_label(c)}" for c in r["claims"])
-        lines.append(f"| {r['id']} | {r['domain']} | implemented | {n_rep}/{len(r['claims'])} | {verdicts} |")
+        lines.append(f"| {r['id']} | {r['domain']} | implemented | {n_rep}/{len(counted)} | {verdicts} |")
     return "\n".join(lines) + "\n"
 
 
@@ -243,27 +297,25 @@ def _paper_page(out: Path, rec: dict, figs: list[str]) -> None:
     e = html.escape
     rows = []
     for c in rec["claims"]:
-        s = c["stats"] or {}
+        cells = claim_cells(c)
         label = _verdict_label(c)
-        if s.get("test"):
-            measured = f"{e(c['method'])} {_fmt(s['method_mean'])} vs " + (
-                f"constant {e(c['comparator'])}" if c["constant"] else f"{e(c['comparator'])} {_fmt(s['baseline_mean'])}")
-            eff = f"{s['effect']:+.3g} [{_fmt(s['ci_low'])}, {_fmt(s['ci_high'])}]"
-            p, n = _fmt(s["pvalue"]), s["n"]
-        else:
-            measured, eff, p, n = e((s.get("note") or "–")[:200]), "–", "–", "–"
+        reason = _reason(c)
         rows.append(f"<tr class='{_cls(label)}'><td><b>{e(c['id'])}</b><br>{e(c['statement'])}"
                     + (f"<br><i>proxy: {e(c['proxy'])}</i>" if c["proxy"] else "")
                     + f"</td><td>{e(c['paper_value'])}<br><small>{e(c['source'])}</small></td>"
-                    f"<td>{measured}</td><td>{eff}</td><td>{p}</td><td>{n}</td><td>{e(c['test'])}, {e(c['direction'])}</td>"
-                    f"<td>{e(label)}" + (f"<br><small>{e(s['note'])}</small>" if s.get("test") and s.get("note") else "")
-                    + "</td></tr>")
+                    f"<td>{e(cells['paper_effect'])}" + (f"<br><small>{e(c['effect_source'])}</small>" if c.get("effect_source") else "")
+                    + f"</td><td>{e(cells['tested'])}</td><td>{e(cells['measured'])}</td><td>{e(cells['effect'])}</td>"
+                    f"<td>{e(cells['mde'])}</td><td>{e(cells['p'])}</td><td>{e(cells['n'])}</td>"
+                    f"<td>{e(label)}" + (f"<br><small>{e(reason)}</small>" if reason else "") + "</td></tr>")
     body = (f"<p><a href='../index.html'>all papers</a></p><h1>{e(rec['title'] or rec['id'])}</h1>"
             f"<p>id <code>{rec['id']}</code> · domain {rec['domain']} · "
             + (f"<a href='https://arxiv.org/abs/{e(rec['arxiv'])}'>arXiv {e(rec['arxiv'])}</a>" if rec.get("arxiv") else "")
             + (f" · <a href='{e(rec['code'])}'>code</a>" if rec.get("code") else "") + "</p>"
-            "<table><tr><th>claim</th><th>paper says</th><th>measured</th><th>effect [95% CI]</th><th>p</th>"
-            "<th>n</th><th>test</th><th>verdict</th></tr>" + "".join(rows) + "</table>"
+            "<table><tr><th>claim</th><th>paper says</th><th>paper effect</th><th>tested</th><th>measured</th>"
+            "<th>effect [one-sided bounds]</th><th>detectable (80% power)</th><th>p</th><th>n</th><th>verdict</th></tr>"
+            + "".join(rows) + "</table>"
+            "<p><small>Effects are method minus comparator in the metric's units. A verdict is <i>not reproduced</i> "
+            "only when the bounds rule out the paper's effect; <i>inconclusive</i> when the check could not tell.</small></p>"
             + "".join(f"<p><img src='{f}'></p>" for f in figs))
     (out / "papers" / f"{rec['id']}.html").write_text(PAGE.format(title=e(rec["id"]), body=body))
 
@@ -274,7 +326,7 @@ def _index(out: Path, records: list[dict]) -> None:
     for r in records:
         if r["status"] == "implemented":
             link = f"<a href='papers/{r['id']}.html'>{r['id']}</a>"
-            cells = "<br>".join(f"<span class='{_cls(_verdict_label(c))}'>{e(c['id'])}: {e(_verdict_label(c))}</span>"
+            cells = "<br>".join(f"<span class='{_cls(_verdict_label(c))}' title='{e(_reason(c))}'>{e(c['id'])}: {e(_verdict_label(c))}</span>"
                                 for c in r["claims"]) or e(r.get("claims_error", ""))
         else:
             link, cells = r["id"], "<span class='planned'>planned</span>"
@@ -282,8 +334,9 @@ def _index(out: Path, records: list[dict]) -> None:
         rows.append(f"<tr><td>{link}</td><td>{r['domain']}</td><td>{r['feasibility']}</td><td>{e(r['summary'])}</td>"
                     f"<td>{r['status']}</td><td>{cells}</td><td>{r.get('last_run') or '–'}</td><td>{rt}</td></tr>")
     n_impl = sum(r["status"] == "implemented" for r in records)
-    claims = [c for r in records for c in r["claims"] if c["scale"] == "quick" and not c["stale"]]
-    counts = {v: sum(c["verdict"] == v for c in claims) for v in ("reproduced", "not reproduced", "contradicted", "error")}
+    claims = [c for r in records for c in r["claims"] if c["scale"] == "quick" and not c["stale"] and not c["exploratory"]]
+    counts = {v: sum(c["verdict"] == v for c in claims)
+              for v in ("reproduced", "not reproduced", "inconclusive", "contradicted", "error")}
     body = (f"<h1>iclr26: {len(records)} ICLR 2026 papers</h1><p>{n_impl} implemented. Quick-scale claims: "
             + ", ".join(f"{v} {k}" for k, v in counts.items()) + "</p>"
             "<table><tr><th>paper</th><th>domain</th><th>feas.</th><th>what</th><th>status</th><th>verdicts</th>"

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from importlib import metadata
 
 from ..registry import get
-from .experiments import check_measurements, folder_fingerprint, git_commit, load_experiment
+from .experiments import (check_measurements, folder_fingerprint, git_commit, load_experiment,
+                          measured_dependencies, staleness)
 from .store import Store, Trial
 
 VERSIONED = ("numpy", "scipy", "torch", "transformers", "scikit-learn", "iclr26")
@@ -39,7 +40,11 @@ def machine() -> dict:
 
 
 def _worker(paper_id: str, scale: str, seed: int, conn) -> None:
-    """Child process body: run one trial and send (status, measurements, error, seconds, peak MB)."""
+    """Child process body: run one trial and send (status, measurements, error, seconds, peak MB, deps).
+
+    ``deps`` is taken after ``run()`` returns, so it covers every project module the experiment
+    imported, lazily imported ones included, and the number-changing packages it used.
+    """
     start = time.perf_counter()
     try:
         mod = load_experiment(get(paper_id))
@@ -48,7 +53,8 @@ def _worker(paper_id: str, scale: str, seed: int, conn) -> None:
     except BaseException:  # noqa: BLE001 - every failure becomes a stored error row
         result, status, err = None, "error", traceback.format_exc(limit=20)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB on Linux
-    conn.send((status, result, err, time.perf_counter() - start, peak))
+    deps = measured_dependencies()
+    conn.send((status, result, err, time.perf_counter() - start, peak, deps))
     conn.close()
 
 
@@ -61,7 +67,8 @@ class Job:
 
 
 def plan(paper_ids, scale: str, seeds: int | None, store: Store, force: bool) -> tuple[list[Job], int]:
-    """The jobs still to run, and how many were skipped because they are already stored."""
+    """The jobs still to run, and how many were skipped because they are already stored at the current
+    code (the paper folder, every project module the trial imported, and its package versions)."""
     from .experiments import seeds_for
 
     jobs, skipped = [], 0
@@ -70,9 +77,11 @@ def plan(paper_ids, scale: str, seeds: int | None, store: Store, force: bool) ->
         n = seeds if seeds is not None else seeds_for(paper, scale)
         fp = folder_fingerprint(paper)
         for seed in range(n):
-            if not force and store.has_ok(pid, scale, seed, fp):
-                skipped += 1
-                continue
+            if not force:
+                t = store.get_trial(pid, scale, seed, fp)
+                if t is not None and t.status == "ok" and staleness(t, fp) is None:
+                    skipped += 1
+                    continue
             jobs.append(Job(pid, scale, seed, fp))
     return jobs, skipped
 
@@ -88,9 +97,9 @@ def run_jobs(jobs: list[Job], store: Store, n_workers: int = 1, timeout: float |
     finished: list[Trial] = []
     commit, versions, mach = git_commit(), package_versions(), machine()
 
-    def record(job: Job, status, measurements, error, duration, peak):
+    def record(job: Job, status, measurements, error, duration, peak, deps=None):
         t = Trial(job.paper, job.scale, job.seed, job.fingerprint, status, measurements, error,
-                  duration, peak, commit, versions, mach, time.time())
+                  duration, peak, commit, versions, mach, time.time(), deps)
         store.put_trial(t)
         finished.append(t)
         if progress is not None:
@@ -110,11 +119,12 @@ def run_jobs(jobs: list[Job], store: Store, n_workers: int = 1, timeout: float |
                 elapsed = time.perf_counter() - started
                 if conn.poll(0.05):
                     try:
-                        status, result, err, dur, peak = conn.recv()
+                        status, result, err, dur, peak, deps = conn.recv()
                     except EOFError:
-                        status, result, err, dur, peak = "error", None, "worker exited without a result", elapsed, 0.0
+                        status, result, err, dur, peak, deps = ("error", None, "worker exited without a result",
+                                                                elapsed, 0.0, None)
                     proc.join(5)
-                    record(job, status, result, err, dur, peak)
+                    record(job, status, result, err, dur, peak, deps)
                 elif not proc.is_alive():
                     proc.join()
                     record(job, "error", None, f"worker died with exit code {proc.exitcode}", elapsed, 0.0)

@@ -1,12 +1,22 @@
 """Paired statistical tests that turn measurements into a claim verdict.
 
 Every test answers one-sided questions about the paired difference ``d = method - baseline``
-(or ``method - baseline_value`` for one-sample claims) against a shifted null ``d = shift``:
+(or ``method - baseline_value`` for one-sample claims) against a shifted null:
 - ``greater``: H1 ``d > -margin`` (``margin`` > 0 makes it a non-inferiority claim);
 - ``less``:    H1 ``d < margin``;
 - ``equivalent``: both ``d > -margin`` and ``d < margin`` (two one-sided tests, p = the larger).
-The verdict is ``reproduced`` when the claimed direction is significant at ``alpha``,
-``contradicted`` when the opposite direction is, and ``not reproduced`` otherwise.
+
+Verdicts (``evaluate_claim``), each with its reason in words:
+- ``reproduced``: the claimed direction is significant at ``alpha``;
+- ``contradicted``: the opposite direction is significant;
+- ``not reproduced``: neither, and the interval rules out the paper's effect (the check would have seen it);
+- ``inconclusive``: neither and the paper's effect is still inside the interval (too little power), or
+  the method arm does not clear the metric's floor (nothing learned), or the data are degenerate (all
+  paired differences equal; a design whose smallest possible p-value is not below ``alpha``).
+
+The interval is always the pair of one-sided (1 - alpha) bounds ``[L, U]`` that the test itself
+inverts, so the claimed direction is significant exactly when its bound clears the null. Clustered
+items (several items per seed) are reduced to one value per cluster before testing.
 """
 from __future__ import annotations
 
@@ -19,39 +29,53 @@ from scipy import stats
 TESTS = ("mcnemar", "binomial", "wilcoxon", "paired_t", "sign", "bootstrap", "tost")
 DIRECTIONS = ("greater", "less", "equivalent")
 BINARY_TESTS = ("mcnemar", "binomial")
-VERDICTS = ("reproduced", "not reproduced", "contradicted", "error", "not run")
+#: tests whose null distribution rests on the spread of the paired differences themselves
+SPREAD_TESTS = ("wilcoxon", "paired_t", "sign", "bootstrap", "tost")
+VERDICTS = ("reproduced", "contradicted", "not reproduced", "inconclusive", "error", "not run")
 BOOTSTRAP_RESAMPLES = 10_000
+POWER = 0.8
+#: asymptotic relative efficiency against the t-test under normal data (for the detectable effect)
+_ARE = {"wilcoxon": 3 / math.pi, "sign": 2 / math.pi}
+_ESTIMATOR = {"wilcoxon": "pseudo-median", "sign": "median"}
 
 
 @dataclass(frozen=True)
 class ClaimStatistics:
     """The numbers behind one verdict."""
 
-    test: str
+    test: str  # the test that ran (a clustered 0/1 claim runs paired_t on per-seed rates)
     direction: str
-    n: int
+    n: int  # independent units tested (items, seeds, or clusters)
     method_mean: float
     baseline_mean: float
-    effect: float  # mean of method - baseline (or - baseline_value)
-    ci_low: float
-    ci_high: float
+    effect: float  # the test's estimate of method - comparator (mean, median or pseudo-median)
+    ci_low: float  # one-sided (1 - alpha) lower bound of the effect (-inf when none)
+    ci_high: float  # one-sided (1 - alpha) upper bound
     pvalue: float  # p-value of the claimed direction (TOST: the larger of the two)
     pvalue_opposite: float
     verdict: str
-    note: str = ""
+    note: str = ""  # the reason for the verdict, in words
+    estimator: str = "mean"
+    mean_difference: float = math.nan
+    alpha: float = 0.05
+    margin: float = 0.0
+    paper_effect: float | None = None
+    mde: float = math.nan  # smallest true effect detected with 80 % power (signed, as the effect)
+    floor: float | None = None
+    floor_pvalue: float | None = None
+    n_items: int = 0  # raw items before clustering
+    clustered: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def _one_sided(test: str, d: np.ndarray, shift: float, alternative: str, rng, x=None, y=None) -> float:
-    """p-value of H1: mean/median of d ``alternative`` (greater/less) than ``shift``."""
+def _one_sided(test: str, d: np.ndarray, shift: float, alternative: str, boot=None, x=None, y=None) -> float:
+    """p-value of H1: location of d ``alternative`` (greater/less) than ``shift``."""
     n = d.size
     if test in ("paired_t", "tost"):
-        if n < 2:
+        if n < 2 or np.all(d == d[0]):
             return math.nan
-        if np.all(d == d[0]):
-            return 0.0 if (d[0] > shift if alternative == "greater" else d[0] < shift) else 1.0
         return float(stats.ttest_1samp(d - shift, 0.0, alternative=alternative).pvalue)
     if test == "wilcoxon":
         z = d - shift
@@ -66,18 +90,14 @@ def _one_sided(test: str, d: np.ndarray, shift: float, alternative: str, rng, x=
         k = pos if alternative == "greater" else neg
         return float(stats.binomtest(k, pos + neg, 0.5, alternative="greater").pvalue)
     if test == "bootstrap":
-        idx = rng.integers(0, n, size=(BOOTSTRAP_RESAMPLES, n))
-        means = d[idx].mean(axis=1)
-        hits = np.sum(means <= shift) if alternative == "greater" else np.sum(means >= shift)
-        return float((1 + hits) / (BOOTSTRAP_RESAMPLES + 1))
+        hits = np.sum(boot <= shift) if alternative == "greater" else np.sum(boot >= shift)
+        return float((1 + hits) / (boot.size + 1))
     if test == "mcnemar":
-        from iclr26.evaluation.mcnemar_degradation import mcnemar_degradation
-
-        # "greater": the method is right where the baseline fails more often than the reverse,
-        # i.e. the baseline is a degradation of the method.
-        if alternative == "greater":
-            return mcnemar_degradation(x, y, alternative="greater").pvalue
-        return mcnemar_degradation(y, x, alternative="greater").pvalue
+        b, c = int(np.sum((x == 1) & (y == 0))), int(np.sum((x == 0) & (y == 1)))
+        if b + c == 0:
+            return 1.0
+        k = b if alternative == "greater" else c
+        return float(stats.binomtest(k, b + c, 0.5, alternative="greater").pvalue)
     if test == "binomial":
         p0 = min(max(shift, 0.0), 1.0)
         k = int(np.sum(x))
@@ -87,24 +107,127 @@ def _one_sided(test: str, d: np.ndarray, shift: float, alternative: str, rng, x=
     raise ValueError(f"unknown test {test!r}; allowed: {', '.join(TESTS)}")
 
 
-def _interval(test: str, d: np.ndarray, alpha: float, rng, x=None) -> tuple[float, float]:
+def _invert(pfun, alternative: str, alpha: float, d: np.ndarray) -> float:
+    """The one-sided bound of a test by inversion: sup{s: p_greater(s) < alpha} or inf{s: p_less(s) < alpha}.
+
+    ``p_greater(s)`` grows with ``s`` (and ``p_less`` falls), so bisection finds the step where the
+    test stops rejecting; the verdict and the bound therefore never disagree.
+    """
+    span = float(np.ptp(d)) or 1.0
+    lo, hi = float(d.min()) - span, float(d.max()) + span
+    if alternative == "greater":
+        if not pfun(lo) < alpha:
+            return -math.inf
+        for _ in range(70):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if pfun(mid) < alpha else (lo, mid)
+        return lo
+    if not pfun(hi) < alpha:
+        return math.inf
+    for _ in range(70):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if pfun(mid) < alpha else (mid, hi)
+    return hi
+
+
+def _bounds(test: str, d: np.ndarray, alpha: float, boot=None, x=None, y=None, base: float = 0.0) -> tuple[float, float]:
+    """One-sided (1 - alpha) lower and upper bounds of the effect, from the test's own inversion."""
     n = d.size
-    if n < 2 and test != "binomial":
-        return (math.nan, math.nan)
-    if test == "bootstrap":
-        idx = rng.integers(0, n, size=(BOOTSTRAP_RESAMPLES, n))
-        means = d[idx].mean(axis=1)
-        lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2])
-        return float(lo), float(hi)
+    if test in ("paired_t", "tost"):
+        sd = float(np.std(d, ddof=1)) if n > 1 else 0.0
+        if n < 2 or sd == 0:
+            return -math.inf, math.inf
+        half = stats.t.ppf(1 - alpha, n - 1) * sd / math.sqrt(n)
+        return float(d.mean() - half), float(d.mean() + half)
+    if test == "mcnemar":
+        b, c = int(np.sum((x == 1) & (y == 0))), int(np.sum((x == 0) & (y == 1)))
+        nd = b + c
+        if nd == 0:
+            return -math.inf, math.inf
+        lo = stats.beta.ppf(alpha, b, c + 1) if b > 0 else 0.0
+        hi = stats.beta.ppf(1 - alpha, b + 1, c) if c > 0 else 1.0
+        return nd / n * (2 * lo - 1), nd / n * (2 * hi - 1)
     if test == "binomial":
-        ci = stats.binomtest(int(np.sum(x)), n, 0.5).proportion_ci(1 - alpha, method="exact")
-        base = float(np.mean(x)) - float(np.mean(d))  # the constant
-        return float(ci.low) - base, float(ci.high) - base
-    sd = float(np.std(d, ddof=1))
-    if sd == 0:
-        return float(d.mean()), float(d.mean())
-    half = stats.t.ppf(1 - alpha / 2, n - 1) * sd / math.sqrt(n)
-    return float(d.mean() - half), float(d.mean() + half)
+        k = int(np.sum(x))
+        lo = stats.beta.ppf(alpha, k, n - k + 1) if k > 0 else 0.0
+        hi = stats.beta.ppf(1 - alpha, k + 1, n - k) if k < n else 1.0
+        return float(lo) - base, float(hi) - base
+    return (_invert(lambda s: _one_sided(test, d, s, "greater", boot), "greater", alpha, d),
+            _invert(lambda s: _one_sided(test, d, s, "less", boot), "less", alpha, d))
+
+
+def _estimate(test: str, d: np.ndarray) -> float:
+    if test == "sign":
+        return float(np.median(d))
+    if test == "wilcoxon":
+        if d.size > 2000:  # the Walsh averages of a large sample: estimate from a fixed subsample of pairs
+            rng = np.random.default_rng(0)
+            i, j = rng.integers(0, d.size, (2, 2_000_000))
+            return float(np.median((d[i] + d[j]) / 2))
+        i, j = np.triu_indices(d.size)
+        return float(np.median((d[i] + d[j]) / 2))
+    return float(d.mean())
+
+
+def min_pvalue(test: str, n: int, x=None, y=None, p0: float | None = None, direction: str = "greater",
+               nonzero: int | None = None) -> float:
+    """The smallest p-value the design can produce at all (1.0 when it can produce none).
+
+    ``nonzero``: for the rank and sign tests, how many differences are not tied with the null (ties
+    are dropped); defaults to ``n``.
+    """
+    if test in ("paired_t", "tost"):
+        return 0.0 if n >= 2 else 1.0
+    if test in ("wilcoxon", "sign"):
+        return 0.5 ** (n if nonzero is None else nonzero)  # every difference on the claimed side
+    if test == "bootstrap":
+        return 0.0 if n >= 5 else 1.0
+    if test == "mcnemar":
+        nd = int(np.sum(x != y))
+        return 0.5 ** nd
+    if test == "binomial":
+        p = min(max(p0, 0.0), 1.0)
+        sides = {"greater": [p], "less": [1 - p], "equivalent": [p, 1 - p]}[direction]
+        return max(s ** n for s in sides)
+    raise ValueError(test)
+
+
+def detectable_effect(test: str, d: np.ndarray, alpha: float, direction: str, margin: float, base: float = 0.0,
+                      x=None, y=None, power: float = POWER) -> float:
+    """The smallest true effect (method - comparator) this design detects with probability ``power``.
+
+    Normal approximation: the null boundary plus ``(q_{1-alpha} + q_power) * sd / sqrt(n)`` (t quantiles
+    with n - 1 degrees of freedom for the t-tests; the rank tests pay their asymptotic relative
+    efficiency; for McNemar the spread of a per-item difference is sqrt(share of discordant pairs), for
+    the binomial sqrt(p0 (1 - p0))). For ``equivalent`` it is the margin that would be shown with this
+    power when the true difference is 0. NaN when the data give no spread to base it on.
+    """
+    n = d.size
+    if n < 2:
+        return math.nan
+    if test == "mcnemar":
+        sd = math.sqrt(np.mean(x != y))
+    elif test == "binomial":
+        sd = math.sqrt(base * (1 - base)) if 0 < base < 1 else math.sqrt(max(np.mean(x) * (1 - np.mean(x)), 0.0))
+    else:
+        sd = float(np.std(d, ddof=1))
+    if not sd > 0:
+        return math.nan
+    if test in ("paired_t", "tost"):
+        qa, qb = stats.t.ppf(1 - alpha, n - 1), stats.t.ppf(power if direction != "equivalent" else (1 + power) / 2, n - 1)
+    else:
+        qa, qb = stats.norm.ppf(1 - alpha), stats.norm.ppf(power if direction != "equivalent" else (1 + power) / 2)
+    delta = (qa + qb) * sd / math.sqrt(n) / math.sqrt(_ARE.get(test, 1.0))
+    if direction == "greater":
+        return -margin + delta
+    if direction == "less":
+        return margin - delta
+    return delta
+
+
+def _cluster_means(v: np.ndarray, clusters: np.ndarray) -> np.ndarray:
+    _, inv = np.unique(clusters, return_inverse=True)
+    return np.bincount(inv, weights=v) / np.bincount(inv)
 
 
 def evaluate_claim(
@@ -116,8 +239,19 @@ def evaluate_claim(
     margin: float = 0.0,
     alpha: float = 0.05,
     seed: int = 0,
+    paper_effect: float | None = None,
+    floor: float | None = None,
+    floor_side: str | None = None,
+    clusters=None,
 ) -> ClaimStatistics:
-    """Run ``test`` on paired ``method``/``baseline`` values (or ``method`` vs ``baseline_value``)."""
+    """Run ``test`` on paired ``method``/``baseline`` values (or ``method`` vs ``baseline_value``).
+
+    ``paper_effect`` is the paper's effect (method - comparator, in the metric's units): without it a
+    non-significant result can only be inconclusive. ``floor`` is the metric's trivial level that
+    the method arm must clear on ``floor_side`` ("above"/"below"). ``clusters`` labels each item
+    with its cluster (e.g. the seed of the trained model that produced it): the test then runs on
+    one value per cluster.
+    """
     if test not in TESTS:
         raise ValueError(f"unknown test {test!r}; allowed: {', '.join(TESTS)}")
     if direction not in DIRECTIONS:
@@ -132,6 +266,11 @@ def evaluate_claim(
         raise ValueError("test 'mcnemar' supports directions greater/less with margin 0 only")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    if floor is not None:
+        if floor_side is None:
+            floor_side = {"greater": "above", "less": "below"}.get(direction)
+        if floor_side not in ("above", "below"):
+            raise ValueError(f"floor_side must be 'above' or 'below', got {floor_side!r}")
     x = np.asarray(method, dtype=float).ravel()
     if (baseline is None) == (baseline_value is None):
         raise ValueError("give exactly one of baseline (paired values) or baseline_value (a constant)")
@@ -151,13 +290,25 @@ def evaluate_claim(
         raise ValueError("measurements contain NaN or infinite values")
     if test in BINARY_TESTS and not (np.all(np.isin(x, (0, 1))) and (baseline is None or np.all(np.isin(y, (0, 1))))):
         raise ValueError(f"test {test!r} needs 0/1 values per item")
-    rng = np.random.default_rng(seed)
+    n_items = int(x.size)
+    clustered = clusters is not None
+    if clustered:
+        clusters = np.asarray(clusters).ravel()
+        if clusters.shape != x.shape:
+            raise ValueError(f"clusters must label every item: {clusters.size} labels for {x.size} items")
+        x, y = _cluster_means(x, clusters), _cluster_means(y, clusters)
+        if test in BINARY_TESTS:  # the exact tests assume independent items: test the per-cluster rates
+            test = "paired_t"
+    base = float(baseline_value) if test == "binomial" else 0.0  # binomial's null is a rate
     d = x - y
-    # the null's location: for binomial it is a rate, otherwise a difference
-    base = float(baseline_value) if test == "binomial" else 0.0
+    n = int(d.size)
+    boot = None
+    if test == "bootstrap":
+        rng = np.random.default_rng(seed)
+        boot = d[rng.integers(0, n, size=(BOOTSTRAP_RESAMPLES, n))].mean(axis=1)
 
     def p(alternative: str, shift: float) -> float:
-        return _one_sided(test, d, base + shift, alternative, rng, x, y)
+        return _one_sided(test, d, base + shift, alternative, boot, x, y)
 
     if direction == "greater":
         p_claim, p_opp = p("greater", -margin), p("less", -margin)
@@ -166,23 +317,65 @@ def evaluate_claim(
     else:
         p_claim = max(p("greater", -margin), p("less", margin))
         p_opp = min(p("greater", margin), p("less", -margin))
-    note = ""
-    if math.isnan(p_claim):
-        verdict, note = "not reproduced", f"too few pairs ({x.size}) for {test}"
-    elif p_claim < alpha:
-        verdict = "reproduced"
-    elif not math.isnan(p_opp) and p_opp < alpha:
-        verdict = "contradicted"
-    else:
-        verdict = "not reproduced"
-    if verdict == "reproduced" and direction == "equivalent" and baseline is not None \
-            and np.ptp(x) == 0 and np.ptp(y) == 0:
-        # e.g. both arms at 0 % accuracy: a floor (or ceiling) the experiment never left says nothing
-        verdict = "not reproduced"
-        note = f"both arms are constant ({x[0]:g} and {y[0]:g}): no variation, so equivalence is not evidence"
-    lo, hi = _interval(test, d, alpha, rng, x)
-    return ClaimStatistics(
-        test=test, direction=direction, n=int(x.size), method_mean=float(x.mean()),
-        baseline_mean=float(y.mean()), effect=float(d.mean()), ci_low=lo, ci_high=hi,
-        pvalue=float(p_claim), pvalue_opposite=float(p_opp), verdict=verdict, note=note,
-    )
+    lo, hi = _bounds(test, d, alpha, boot, x, y, base)
+    effect = _estimate(test, d)
+    mde = detectable_effect(test, d, alpha, direction, margin, base, x, y)
+    unit_word = "clusters (seeds)" if clustered else "units"
+
+    floor_p = None
+    if floor is not None:
+        above = floor_side == "above"
+        z = x - floor
+        if test in BINARY_TESTS:
+            k = int(np.sum(x))
+            floor_p = 1.0 if not 0 < floor < 1 else float(stats.binomtest(k, n, floor, alternative="greater" if above else "less").pvalue)
+        elif np.ptp(z) == 0:
+            floor_p = 0.5 ** n if (z[0] > 0 if above else z[0] < 0) else 1.0
+        else:
+            ftest = test if test in ("wilcoxon", "sign") else "paired_t"
+            floor_p = _one_sided(ftest, z, 0.0, "greater" if above else "less")
+
+    def finish(verdict: str, note: str) -> ClaimStatistics:
+        return ClaimStatistics(
+            test=test, direction=direction, n=n, method_mean=float(x.mean()), baseline_mean=float(y.mean()),
+            effect=effect, ci_low=lo, ci_high=hi, pvalue=float(p_claim), pvalue_opposite=float(p_opp),
+            verdict=verdict, note=note, estimator=_ESTIMATOR.get(test, "mean"), mean_difference=float(d.mean()),
+            alpha=alpha, margin=margin, paper_effect=paper_effect, mde=mde, floor=floor, floor_pvalue=floor_p,
+            n_items=n_items, clustered=clustered,
+        )
+
+    # degenerate data: nothing any test could tell
+    null = base - margin if direction == "greater" else base + margin
+    pmin = min_pvalue(test, n, x, y, null, direction, nonzero=int(np.sum(d != null)))
+    if not pmin < alpha:
+        if test == "mcnemar":
+            why = f"only {int(np.sum(x != y))} discordant pair(s) of {n} items"
+        elif test == "binomial":
+            why = f"{n} items against the rate {base:g}"
+        else:
+            why = f"only {n} {unit_word} for {test}"
+        return finish("inconclusive", f"{why}: the smallest p-value this design can give is {pmin:.3g}, "
+                      f"not below alpha = {alpha:g}")
+    if test in SPREAD_TESTS and np.ptp(d) == 0:
+        what = "both arms are constant" if np.ptp(x) == 0 and np.ptp(y) == 0 else "the arms move in lockstep"
+        return finish("inconclusive", f"all {n} paired differences equal {d[0]:+.4g} ({what}): "
+                      "no variation between units, so no test can tell")
+    if floor is not None and not (floor_p is not None and floor_p < alpha):
+        side = "above" if floor_side == "above" else "below"
+        return finish("inconclusive", f"nothing learned: the method arm ({x.mean():.4g}) is not significantly "
+                      f"{side} the floor {floor:g} (p = {floor_p:.3g})")
+    if p_claim < alpha:
+        return finish("reproduced", f"significant in the claimed direction (p = {p_claim:.3g} < {alpha:g})")
+    if p_opp < alpha:
+        return finish("contradicted", f"significant in the opposite direction (p = {p_opp:.3g} < {alpha:g})")
+    bound = f"[{lo:.4g}, {hi:.4g}]"
+    power = "" if math.isnan(mde) else f"; the smallest effect this check detects with 80 % power is {mde:+.4g}"
+    if paper_effect is None:
+        return finish("inconclusive", f"not significant (p = {p_claim:.3g}) and no paper effect to compare the "
+                      f"interval {bound} with{power}")
+    if direction == "greater" and hi < paper_effect or direction == "less" and lo > paper_effect \
+            or direction == "equivalent" and not lo <= paper_effect <= hi:
+        return finish("not reproduced", f"not significant (p = {p_claim:.3g}), and the interval {bound} rules out "
+                      f"the paper's effect {paper_effect:+.4g}: this check would have seen it")
+    return finish("inconclusive", f"too little power: not significant (p = {p_claim:.3g}), yet the interval "
+                  f"{bound} still holds the paper's effect {paper_effect:+.4g}{power}")

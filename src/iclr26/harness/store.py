@@ -30,6 +30,7 @@ CREATE TABLE IF NOT EXISTS trials (
     versions TEXT,
     machine TEXT,
     finished_at REAL NOT NULL,
+    deps TEXT,
     PRIMARY KEY (paper, scale, seed, fingerprint)
 );
 CREATE TABLE IF NOT EXISTS verdicts (
@@ -44,6 +45,10 @@ CREATE TABLE IF NOT EXISTS verdicts (
     PRIMARY KEY (paper, scale, claim)
 );
 """
+
+
+COLUMNS = ("paper, scale, seed, fingerprint, status, measurements, error, duration_s, peak_mem_mb, "
+           "git_commit, versions, machine, finished_at, deps")
 
 
 def store_path(path: str | os.PathLike | None = None) -> Path:
@@ -66,6 +71,7 @@ class Trial:
     versions: dict
     machine: dict
     finished_at: float
+    deps: dict | None = None  # {"files": {path: sha}, "packages": {dist: version}} measured after run()
 
 
 class Store:
@@ -78,6 +84,9 @@ class Store:
         self.conn.execute("PRAGMA journal_mode=WAL")
         self.conn.execute("PRAGMA synchronous=NORMAL")
         self.conn.executescript(SCHEMA)
+        cols = {r[1] for r in self.conn.execute("PRAGMA table_info(trials)")}
+        if "deps" not in cols:  # a store written before dependencies were recorded
+            self.conn.execute("ALTER TABLE trials ADD COLUMN deps TEXT")
 
     def close(self) -> None:
         self.conn.close()
@@ -91,12 +100,27 @@ class Store:
     def put_trial(self, t: Trial) -> None:
         """Insert or replace one trial row and commit at once."""
         self.conn.execute(
-            "INSERT OR REPLACE INTO trials VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            f"INSERT OR REPLACE INTO trials ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (t.paper, t.scale, t.seed, t.fingerprint, t.status,
              None if t.measurements is None else json.dumps(t.measurements),
              t.error, t.duration_s, t.peak_mem_mb, t.git_commit,
-             json.dumps(t.versions), json.dumps(t.machine), t.finished_at),
+             json.dumps(t.versions), json.dumps(t.machine), t.finished_at,
+             None if t.deps is None else json.dumps(t.deps)),
         )
+
+    def set_deps(self, t: Trial, deps: dict | None) -> None:
+        """Record the dependencies of a stored trial (used to backfill trials stored before they were recorded)."""
+        self.conn.execute("UPDATE trials SET deps=? WHERE paper=? AND scale=? AND seed=? AND fingerprint=?",
+                          (None if deps is None else json.dumps(deps), t.paper, t.scale, t.seed, t.fingerprint))
+
+    def get_trial(self, paper: str, scale: str, seed: int, fingerprint: str) -> Trial | None:
+        row = self.conn.execute(
+            f"SELECT {COLUMNS} FROM trials WHERE paper=? AND scale=? AND seed=? AND fingerprint=?",
+            (paper, scale, seed, fingerprint)).fetchone()
+        return None if row is None else self._trial(row)
+
+    def all_trials(self) -> list[Trial]:
+        return [self._trial(r) for r in self.conn.execute(f"SELECT {COLUMNS} FROM trials ORDER BY paper, scale, seed")]
 
     def has_ok(self, paper: str, scale: str, seed: int, fingerprint: str) -> bool:
         row = self.conn.execute(
@@ -108,7 +132,7 @@ class Store:
     def latest_trials(self, paper: str, scale: str) -> list[Trial]:
         """The most recent trial per seed for this paper and scale (any fingerprint)."""
         rows = self.conn.execute(
-            """SELECT * FROM trials t WHERE paper=? AND scale=? AND finished_at = (
+            f"""SELECT {COLUMNS} FROM trials t WHERE paper=? AND scale=? AND finished_at = (
                    SELECT MAX(finished_at) FROM trials u
                    WHERE u.paper=t.paper AND u.scale=t.scale AND u.seed=t.seed)
                ORDER BY seed""",
@@ -118,7 +142,7 @@ class Store:
 
     def trials_at(self, paper: str, scale: str, fingerprint: str) -> list[Trial]:
         rows = self.conn.execute(
-            "SELECT * FROM trials WHERE paper=? AND scale=? AND fingerprint=? ORDER BY seed",
+            f"SELECT {COLUMNS} FROM trials WHERE paper=? AND scale=? AND fingerprint=? ORDER BY seed",
             (paper, scale, fingerprint),
         ).fetchall()
         return [self._trial(r) for r in rows]
@@ -130,6 +154,7 @@ class Store:
             measurements=json.loads(r[5]) if r[5] else None, error=r[6], duration_s=r[7],
             peak_mem_mb=r[8], git_commit=r[9], versions=json.loads(r[10] or "{}"),
             machine=json.loads(r[11] or "{}"), finished_at=r[12],
+            deps=json.loads(r[13]) if r[13] else None,
         )
 
     def put_verdict(self, paper: str, scale: str, claim: str, fingerprint: str, verdict: str,

@@ -1,8 +1,11 @@
 """From stored trials to one verdict per claim.
 
-Only trials at the paper folder's current fingerprint count. Seed-paired claims take one value
-per seed and arm (a per-item list is averaged first); item-paired claims concatenate the per-item
-lists of all seeds in seed order.
+The trials judged are those at the current code (paper folder, every project module the trial
+imported, and its package versions); when there are none, the latest stored trials are judged and
+the verdict is marked stale with the reason. Seed-paired claims take one value per seed and arm (a
+per-item list is averaged first); item-paired claims concatenate the per-item lists of all seeds in
+seed order, and, unless the claim says its items are independent draws (``cluster = "none"``), the
+test runs on one value per seed.
 """
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ import numpy as np
 
 from ..registry import Paper, get
 from .claims import Claim
-from .experiments import claims_for, folder_fingerprint
+from .experiments import claims_for, folder_fingerprint, staleness
 from .stats import ClaimStatistics, evaluate_claim
 from .store import Store, Trial
 
@@ -26,11 +29,16 @@ class ClaimVerdict:
     note: str = ""
     method_values: list[float] | None = None
     baseline_values: list[float] | None = None
+    stale: str | None = None  # why the trials judged no longer measure the current code, or None
+    clusters: list[int] | None = None
 
 
-def paired_values(claim: Claim, trials: list[Trial]) -> tuple[np.ndarray, np.ndarray | None]:
-    """Collect the method and baseline values of ``claim`` from ok trials; KeyError names what is missing."""
-    xs, ys = [], []
+def paired_values(claim: Claim, trials: list[Trial]) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """The method values, baseline values and cluster labels (seed per item, or None) of ``claim``.
+
+    KeyError names what is missing.
+    """
+    xs, ys, cl = [], [], []
     for t in trials:
         metrics = t.measurements["metrics"]
         if claim.metric not in metrics:
@@ -49,9 +57,11 @@ def paired_values(claim: Claim, trials: list[Trial]) -> tuple[np.ndarray, np.nda
             if not isinstance(m, list):
                 raise KeyError(f"claim {claim.id!r} pairs items but metric {claim.metric!r} holds one value per seed")
             xs.extend(m)
+            cl.extend([t.seed] * len(m))
             if b is not None:
                 ys.extend(b)
-    return np.asarray(xs), (np.asarray(ys) if claim.baseline is not None else None)
+    clusters = np.asarray(cl) if claim.unit == "items" and claim.cluster == "seed" else None
+    return np.asarray(xs), (np.asarray(ys) if claim.baseline is not None else None), clusters
 
 
 def judge(claim: Claim, trials: list[Trial]) -> ClaimVerdict:
@@ -61,29 +71,69 @@ def judge(claim: Claim, trials: list[Trial]) -> ClaimVerdict:
         first = (errors[0].error or errors[0].status).strip().splitlines()[-1]
         return ClaimVerdict(claim, "error", None, seeds, f"{len(errors)} trial(s) failed: {first}")
     if not trials:
-        return ClaimVerdict(claim, "not run", None, [])
+        return ClaimVerdict(claim, "not run", None, [], "no trial stored")
     try:
-        x, y = paired_values(claim, trials)
-        st = evaluate_claim(claim.test, claim.direction, x, y, claim.baseline_value, claim.margin, claim.alpha)
+        x, y, clusters = paired_values(claim, trials)
+        st = evaluate_claim(claim.test, claim.direction, x, y, claim.baseline_value, claim.margin, claim.alpha,
+                            paper_effect=claim.paper_effect, floor=claim.floor, floor_side=claim.floor_side,
+                            clusters=clusters)
     except (KeyError, ValueError) as e:
         return ClaimVerdict(claim, "error", None, seeds, str(e).strip("'\""))
-    return ClaimVerdict(claim, st.verdict, st, seeds, st.note, x.tolist(), None if y is None else y.tolist())
+    return ClaimVerdict(claim, st.verdict, st, seeds, st.note, x.tolist(), None if y is None else y.tolist(),
+                        clusters=None if clusters is None else clusters.tolist())
+
+
+def apply_requires(verdicts: list[ClaimVerdict]) -> list[ClaimVerdict]:
+    """A claim that stands only with others (``requires``) is reproduced only if they all are.
+
+    Resolved as a fixed point, so chains (A requires B requires C) give the same answer in any order
+    of the claims. A conjunction whose partner is not reproduced, contradicted or not, is "not
+    reproduced"; one whose partner could not be decided (inconclusive, error, not run) is "inconclusive".
+    """
+    by_id = {v.claim.id: v for v in verdicts}
+    changed = True
+    while changed:
+        changed = False
+        for v in verdicts:
+            if v.verdict != "reproduced":
+                continue
+            failed = [r for r in v.claim.requires if by_id[r].verdict != "reproduced"]
+            if not failed:
+                continue
+            decided = all(by_id[r].verdict in ("not reproduced", "contradicted") for r in failed)
+            v.verdict = "not reproduced" if decided else "inconclusive"
+            v.note = (f"significant on its own, but it stands only together with "
+                      + ", ".join(f"{r} ({by_id[r].verdict})" for r in failed))
+            changed = True
+    return verdicts
+
+
+def select_trials(paper: Paper, scale: str, store: Store) -> tuple[list[Trial], str | None]:
+    """The trials to judge and, when they no longer measure the current code, why (else None)."""
+    fp = folder_fingerprint(paper)
+    at = store.trials_at(paper.id, scale, fp)
+    current = [t for t in at if staleness(t, fp) is None]
+    if current:
+        return current, None
+    latest = store.latest_trials(paper.id, scale)
+    if not latest:
+        return [], None
+    reasons = sorted({r for r in (staleness(t, fp) for t in latest) if r})
+    return latest, "; ".join(reasons) or None
 
 
 def judge_paper(paper: Paper | str, scale: str, store: Store, save: bool = True) -> list[ClaimVerdict]:
-    """Verdicts for every claim of ``paper`` at ``scale`` from the trials at the current code."""
+    """Verdicts for every claim of ``paper`` at ``scale``: from the trials at the current code, else
+    from the latest trials, marked stale."""
     paper = get(paper) if isinstance(paper, str) else paper
     fp = folder_fingerprint(paper)
-    trials = store.trials_at(paper.id, scale, fp)
-    out = [judge(c, trials) for c in claims_for(paper).claims]
-    by_id = {v.claim.id: v for v in out}
-    for v in out:  # a claim that is one half of a conjunction stands only with its other half
-        failed = [r for r in v.claim.requires if by_id[r].verdict != "reproduced"]
-        if v.verdict == "reproduced" and failed:
-            v.verdict = "not reproduced"
-            v.note = f"significant on its own, but it stands only together with {', '.join(failed)}, which did not reproduce"
-    if save:
+    trials, stale = select_trials(paper, scale, store)
+    out = apply_requires([judge(c, trials) for c in claims_for(paper).claims])
+    for v in out:
+        v.stale = stale if trials else None
+    if save and trials:
         for v in out:
-            store.put_verdict(paper.id, scale, v.claim.id, fp, v.verdict,
-                              None if v.stats is None else v.stats.to_dict() | {"note": v.note}, v.seeds)
+            stats = {} if v.stats is None else v.stats.to_dict()
+            store.put_verdict(paper.id, scale, v.claim.id, fp if not stale else trials[-1].fingerprint, v.verdict,
+                              stats | {"note": v.note, "stale": stale}, v.seeds)
     return out

@@ -1,0 +1,82 @@
+"""Honest staleness: a verdict is current only while everything its trials measured is unchanged:
+the paper folder, every project module the experiment imported, and the number-changing packages."""
+import shutil
+
+import pytest
+
+from iclr26.harness import experiments
+from iclr26.harness.experiments import measured_dependencies, staleness
+from iclr26.harness.runner import plan, run_jobs
+from iclr26.harness.store import Store, Trial
+
+
+@pytest.fixture(scope="module")
+def smoke_trial(tmp_path_factory):
+    """One real smoke trial of mcnemar_degradation, run by a worker process and stored."""
+    db = tmp_path_factory.mktemp("stale") / "s.sqlite"
+    with Store(db) as store:
+        jobs, _ = plan(["mcnemar_degradation"], "smoke", 1, store, force=True)
+        (trial,) = run_jobs(jobs, store, n_workers=1)
+        assert trial.status == "ok", trial.error
+        stored = store.get_trial(trial.paper, trial.scale, trial.seed, trial.fingerprint)
+    return db, stored
+
+
+def test_worker_records_what_the_experiment_imported(smoke_trial):
+    _, t = smoke_trial
+    files = t.deps["files"]
+    assert "evaluation/mcnemar_degradation/experiment.py" in files
+    assert "common/seeding.py" in files  # imported from outside the paper folder
+    assert not any(f.startswith("harness/") for f in files)  # the harness judges, it does not measure
+    assert "numpy" in t.deps["packages"]
+    assert staleness(t, t.fingerprint) is None
+
+
+def test_editing_a_shared_module_makes_the_trial_stale(smoke_trial, tmp_path, monkeypatch):
+    _, t = smoke_trial
+    copy = tmp_path / "iclr26"
+    shutil.copytree(experiments.PACKAGE_ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(experiments, "PACKAGE_ROOT", copy)
+    assert staleness(t, t.fingerprint) is None
+    (copy / "harness" / "stats.py").write_text("# edited\n")  # judging code: verdicts are re-judged, not stale
+    assert staleness(t, t.fingerprint) is None
+    seeding = copy / "common" / "seeding.py"
+    seeding.write_text(seeding.read_text() + "\n# edited\n")
+    assert "changed since: common/seeding.py" in staleness(t, t.fingerprint)
+    seeding.unlink()
+    assert "common/seeding.py" in staleness(t, t.fingerprint)
+
+
+def test_a_package_upgrade_or_a_folder_change_makes_the_trial_stale(smoke_trial):
+    _, t = smoke_trial
+    moved = Trial(**{**t.__dict__, "deps": {**t.deps, "packages": {**t.deps["packages"], "numpy": "0.0.1"}}})
+    assert "package versions: numpy 0.0.1 ->" in staleness(moved, t.fingerprint)
+    assert "the paper folder changed" in staleness(t, "another")
+    old = Trial(**{**t.__dict__, "deps": None})
+    assert "not recorded" in staleness(old, t.fingerprint)
+
+
+def test_stale_trials_are_rerun_and_their_verdicts_marked(smoke_trial, tmp_path, monkeypatch):
+    from iclr26.harness.verdicts import judge_paper
+
+    db, t = smoke_trial
+    with Store(db) as store:
+        assert plan(["mcnemar_degradation"], "smoke", 1, store, force=False)[0] == []  # current: skipped
+        assert all(v.stale is None for v in judge_paper("mcnemar_degradation", "smoke", store, save=False))
+        copy = tmp_path / "iclr26"
+        shutil.copytree(experiments.PACKAGE_ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
+        monkeypatch.setattr(experiments, "PACKAGE_ROOT", copy)
+        (copy / "common" / "seeding.py").write_text("# edited\n")
+        jobs, skipped = plan(["mcnemar_degradation"], "smoke", 1, store, force=False)
+        assert len(jobs) == 1 and skipped == 0
+        vs = judge_paper("mcnemar_degradation", "smoke", store, save=False)
+        assert vs and all("common/seeding.py" in v.stale for v in vs)
+
+
+def test_measured_dependencies_skip_foreign_and_fileless_modules():
+    import types
+
+    fake = {"iclr26.x": types.ModuleType("iclr26.x"), "json": __import__("json"),
+            "iclr26.common.seeding": __import__("iclr26.common.seeding", fromlist=["x"])}
+    deps = measured_dependencies(fake)
+    assert list(deps["files"]) == ["common/seeding.py"] and deps["packages"] == {}
