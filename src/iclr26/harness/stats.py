@@ -348,6 +348,7 @@ def evaluate_claim(
     null = base - margin if direction == "greater" else base + margin
     pmin = min_pvalue(test, n, x, y, null, direction, nonzero=int(np.sum(d != null)))
     if not pmin < alpha:
+        mde = math.nan  # no true effect, however large, could be detected
         if test == "mcnemar":
             why = f"only {int(np.sum(x != y))} discordant pair(s) of {n} items"
         elif test == "binomial":
