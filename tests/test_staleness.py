@@ -12,10 +12,10 @@ from iclr26.harness.store import Store, Trial
 
 @pytest.fixture(scope="module")
 def smoke_trial(tmp_path_factory):
-    """One real smoke trial of mcnemar_degradation, run by a worker process and stored."""
+    """One real smoke trial of cpd_mrdpg, run by a worker process and stored."""
     db = tmp_path_factory.mktemp("stale") / "s.sqlite"
     with Store(db) as store:
-        jobs, _ = plan(["mcnemar_degradation"], "smoke", 1, store, force=True)
+        jobs, _ = plan(["cpd_mrdpg"], "smoke", 1, store, force=True)
         (trial,) = run_jobs(jobs, store, n_workers=1)
         assert trial.status == "ok", trial.error
         stored = store.get_trial(trial.paper, trial.scale, trial.seed, trial.fingerprint)
@@ -25,7 +25,7 @@ def smoke_trial(tmp_path_factory):
 def test_worker_records_what_the_experiment_imported(smoke_trial):
     _, t = smoke_trial
     files = t.deps["files"]
-    assert "evaluation/mcnemar_degradation/experiment.py" in files
+    assert "classical/cpd_mrdpg/experiment.py" in files
     assert "common/seeding.py" in files  # imported from outside the paper folder
     assert not any(f.startswith("harness/") for f in files)  # the harness judges, it does not measure
     assert "numpy" in t.deps["packages"]
@@ -61,15 +61,15 @@ def test_stale_trials_are_rerun_and_their_verdicts_marked(smoke_trial, tmp_path,
 
     db, t = smoke_trial
     with Store(db) as store:
-        assert plan(["mcnemar_degradation"], "smoke", 1, store, force=False)[0] == []  # current: skipped
-        assert all(v.stale is None for v in judge_paper("mcnemar_degradation", "smoke", store, save=False))
+        assert plan(["cpd_mrdpg"], "smoke", 1, store, force=False)[0] == []  # current: skipped
+        assert all(v.stale is None for v in judge_paper("cpd_mrdpg", "smoke", store, save=False))
         copy = tmp_path / "iclr26"
         shutil.copytree(experiments.PACKAGE_ROOT, copy, ignore=shutil.ignore_patterns("__pycache__"))
         monkeypatch.setattr(experiments, "PACKAGE_ROOT", copy)
         (copy / "common" / "seeding.py").write_text("# edited\n")
-        jobs, skipped = plan(["mcnemar_degradation"], "smoke", 1, store, force=False)
+        jobs, skipped = plan(["cpd_mrdpg"], "smoke", 1, store, force=False)
         assert len(jobs) == 1 and skipped == 0
-        vs = judge_paper("mcnemar_degradation", "smoke", store, save=False)
+        vs = judge_paper("cpd_mrdpg", "smoke", store, save=False)
         assert vs and all("common/seeding.py" in v.stale for v in vs)
 
 

@@ -51,27 +51,36 @@ def cmd_info(args) -> int:
     print(f"title: {pc.title}\narXiv: {pc.arxiv}   code: {pc.code or '-'}\n")
     from .harness.verdicts import judge_paper
 
-    with Store(args.store) as st:
-        judged = {scale: {v.claim.id: v for v in judge_paper(p, scale, st, save=False)}
-                  for scale in ("smoke", "quick", "paper")}
+    from .harness.store import PUBLISHED_PATH, store_path
+
+    sources = []  # (label, judged verdicts by scale and claim)
+    for label, path in (("published", PUBLISHED_PATH), ("yours", store_path(args.store))):
+        if not path.is_file() or label == "yours" and path.resolve() == PUBLISHED_PATH.resolve():
+            continue
+        with Store(path, readonly=True) as st:
+            sources.append((label, {scale: {v.claim.id: v for v in judge_paper(p, scale, st, save=False)}
+                                    for scale in ("smoke", "quick", "paper")}))
+    if not sources:
+        print("no stored trials: run `iclr26 reproduce " + p.id + " --scale quick`")
     for c in pc.claims:
         print(f"- {c.id}: {c.statement}" + ("  (exploratory)" if c.exploratory else ""))
         print(f"    paper: {c.paper_value} ({c.source}); paper effect {c.paper_effect:+.4g}")
         print(f"    test {c.test}, {c.method} {c.direction} {c.comparator}" + (f", margin {c.margin:g}" if c.margin else "")
               + (f", floor {c.floor:g}" if c.floor is not None else "")
-              + (f", items clustered by seed" if c.cluster == "seed" else ""))
-        for scale in ("smoke", "quick", "paper"):
-            v = judged[scale][c.id]
-            if v.verdict == "not run":
-                continue
-            s = v.stats
-            eff = (f"effect {s.effect:+.4g} [{s.ci_low:.4g}, {s.ci_high:.4g}], p={s.pvalue:.3g}, n={s.n}, "
-                   f"detectable {s.mde:+.4g}") if s else ""
-            print(f"    {scale}: {v.verdict}" + (" [stale]" if v.stale else "") + f"  {eff}")
-            if v.note and v.verdict != "reproduced" or v.claim.requires and v.note.startswith("significant on its own"):
-                print(f"      reason: {v.note}")
-            if v.stale:
-                print(f"      stale: {v.stale}")
+              + (", items clustered by seed" if c.cluster == "seed" else ""))
+        for label, judged in sources:
+            for scale in ("smoke", "quick", "paper"):
+                v = judged[scale][c.id]
+                if v.verdict == "not run":
+                    continue
+                s = v.stats
+                eff = (f"effect {s.effect:+.4g} [{s.ci_low:.4g}, {s.ci_high:.4g}], p={s.pvalue:.3g}, n={s.n}, "
+                       f"detectable {s.mde:+.4g}") if s else ""
+                print(f"    {label} {scale}: {v.verdict}" + (" [stale]" if v.stale else "") + f"  {eff}")
+                if v.note and v.verdict != "reproduced" or v.claim.requires and v.note.startswith("significant on its own"):
+                    print(f"      reason: {v.note}")
+                if v.stale:
+                    print(f"      stale: {v.stale}")
     return 0
 
 
@@ -113,43 +122,100 @@ def print_verdicts(console, verdicts_by_paper, scale: str) -> None:
     console.print(table)
 
 
-def cmd_reproduce(args) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+def _fmt_seconds(s: float) -> str:
+    return f"{s / 60:.0f} min" if s >= 90 else f"{s:.0f} s"
 
-    from .harness.runner import plan, run_jobs
-    from .harness.store import Store
+
+def cmd_reproduce(args) -> int:
+    from rich.progress import (BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn,
+                               TimeRemainingColumn)
+
+    from .harness.runner import estimate_seconds, plan, run_jobs
+    from .harness.store import PUBLISHED_PATH, Store
     from .harness.verdicts import judge_paper
 
     console = _console()
     ids = _ids(args)
     with Store(args.store) as store:
+        console.print(f"store: {store.path}")
         jobs, skipped = plan(ids, args.scale, args.seeds, store, args.force)
         if skipped:
-            console.print(f"{skipped} trial(s) already stored at the current code: skipped (use --force to rerun)")
-        failures = 0
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console, transient=False) as prog:
-            task = prog.add_task(f"{args.scale} trials", total=len(jobs))
+            console.print(f"{skipped} trial(s) already in this store at the current code: skipped (--force reruns them)")
+        reference = None
+        if PUBLISHED_PATH.is_file():
+            try:
+                reference = Store(PUBLISHED_PATH, readonly=True)
+            except Exception:  # noqa: BLE001 - the estimate is a courtesy
+                reference = None
+        ray_cluster = args.executor == "ray" and (args.address or os.environ.get("RAY_ADDRESS"))
+        where = "on the Ray cluster" if ray_cluster else f"with {args.jobs} job(s)"
+        total, per = estimate_seconds(jobs, reference, args.jobs)
+        if reference is not None:
+            reference.close()
+        if jobs:
+            if total is None:
+                console.print(f"{len(jobs)} trial(s) to run {where}; no published durations to estimate from")
+            else:
+                console.print(f"{len(jobs)} trial(s) to run {where}: about "
+                              + (f"{_fmt_seconds(total)} " if not ray_cluster else f"{_fmt_seconds(total * args.jobs)} of trial time ")
+                              + "(from the published trial durations)")
+        fill = sorted(per.values())[len(per) // 2] if per else 60.0
+        failures, left_to_others = 0, []
+        with Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
+                      TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=False) as prog:
+            weights = {(j.paper, j.scale): per.get((j.paper, j.scale), fill) for j in jobs}
+            task = prog.add_task(f"{args.scale} trials", total=sum(weights[(j.paper, j.scale)] for j in jobs) or 1)
 
             def on_trial(t):
                 nonlocal failures
-                prog.advance(task)
+                prog.advance(task, weights.get((t.paper, t.scale), fill))
                 msg = f"{t.paper} seed {t.seed}: {t.status} in {t.duration_s:.1f}s, peak {t.peak_mem_mb:.0f} MB"
                 if t.status != "ok":
                     failures += 1
                     msg += "\n    " + (t.error or "").strip().splitlines()[-1][:300]
                 prog.console.print(msg)
 
-            run_jobs(jobs, store, n_workers=args.jobs, timeout=args.timeout, progress=on_trial)
+            def on_skip(job):
+                left_to_others.append(job)
+                prog.advance(task, weights.get((job.paper, job.scale), fill))
+
+            run_jobs(jobs, store, n_workers=args.jobs, timeout=args.timeout, progress=on_trial,
+                     executor=args.executor, address=args.address, skipped=on_skip)
+        if left_to_others:
+            console.print(f"{len(left_to_others)} trial(s) are being run by another run on this store: left to it")
         verdicts = {pid: judge_paper(pid, args.scale, store) for pid in ids}
     print_verdicts(console, verdicts, args.scale)
-    return 1 if failures else 0
+    errors = sum(v.verdict == "error" for vs in verdicts.values() for v in vs)
+    if errors:
+        console.print(f"{errors} verdict(s) are errors: a stored trial of this scale failed or lacks a measurement")
+    return 1 if failures or errors else 0
+
+
+def cmd_publish(args) -> int:
+    """Copy the current trials of the named papers from the user's store into the published results."""
+    from .harness.experiments import folder_fingerprint, staleness
+    from .harness.store import PUBLISHED_PATH, Store
+
+    ids = _ids(args)
+    copied = 0
+    with Store(args.store, readonly=True) as src, Store(PUBLISHED_PATH) as dst:
+        for pid in ids:
+            fp = folder_fingerprint(registry.get(pid))
+            for t in src.trials_at(pid, args.scale, fp):
+                if t.status == "ok" and staleness(t, fp) is None:
+                    dst.put_trial(t)
+                    copied += 1
+    print(f"published {copied} trial(s) at the current code into {PUBLISHED_PATH}; "
+          "`iclr26 report --readmes` regenerates the claim tables")
+    return 0
 
 
 def cmd_report(args) -> int:
     from .harness.report import build_report
+    from .harness.store import PUBLISHED_PATH
 
-    out = build_report(args.out, store_path=args.store, write_readmes=not args.no_readmes)
+    out = build_report(args.out, store_path=args.store, published_path=args.published or PUBLISHED_PATH,
+                       write_readmes=args.readmes)
     print(f"report written to {out}/index.html (also summary.json and summary.md)")
     return 0
 
@@ -168,6 +234,21 @@ def cmd_models(args) -> int:
     return 0
 
 
+STORE_HELP = "your result store (default: $ICLR26_STORE, else ~/.local/share/iclr26/runs.sqlite)"
+
+
+def _positive_seconds(text: str) -> float:
+    import math
+
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not (v > 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="iclr26", description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="command", required=True)
@@ -177,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_list)
     p = sub.add_parser("info", help="abstract, claims and last verdicts of one paper")
     p.add_argument("id")
-    p.add_argument("--store", help="result database (default: $ICLR26_STORE or results/iclr26.sqlite)")
+    p.add_argument("--store", help=STORE_HELP)
     p.set_defaults(func=cmd_info)
     p = sub.add_parser("reproduce", help="run experiments and store trials and verdicts")
     p.add_argument("ids", nargs="*")
@@ -185,14 +266,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", choices=("smoke", "quick", "paper"), default="quick")
     p.add_argument("--seeds", type=int, help="trials per paper (default: the experiment's SEEDS)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
-    p.add_argument("--timeout", type=float, default=3600.0, help="seconds per trial (default 3600)")
+    p.add_argument("--timeout", type=_positive_seconds, default=3600.0,
+                   help="seconds per trial, counted from the start of run() (default 3600)")
     p.add_argument("--force", action="store_true", help="rerun trials already stored at the current code")
-    p.add_argument("--store", help="result database (default: $ICLR26_STORE or results/iclr26.sqlite)")
+    p.add_argument("--store", help=STORE_HELP)
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local process pool (default) or a Ray cluster")
+    p.add_argument("--address", help="Ray cluster address, or 'auto' (with --executor ray; default: $RAY_ADDRESS, "
+                   "else a local instance with --jobs CPUs)")
     p.set_defaults(func=cmd_reproduce)
+    p = sub.add_parser("publish", help="maintainers: copy current trials from your store into results/")
+    p.add_argument("ids", nargs="*")
+    p.add_argument("--all", action="store_true", help="every implemented paper")
+    p.add_argument("--scale", choices=("smoke", "quick", "paper"), default="quick")
+    p.add_argument("--store", help=STORE_HELP)
+    p.set_defaults(func=cmd_publish)
     p = sub.add_parser("report", help="render the static site, JSON and Markdown summaries")
     p.add_argument("--out", default="site")
-    p.add_argument("--store")
-    p.add_argument("--no-readmes", action="store_true", help="do not rewrite the claim tables in paper READMEs")
+    p.add_argument("--store", help=STORE_HELP + "; shown beside the published verdicts")
+    p.add_argument("--published", help="the published results (default: results/iclr26.sqlite of the source tree)")
+    p.add_argument("--readmes", action="store_true",
+                   help="maintainers: rewrite the claim tables in the READMEs from the published results")
     p.set_defaults(func=cmd_report)
     p = sub.add_parser("models", help="bundled language models: list or prepare (convert and cache)")
     p.add_argument("action", choices=("list", "prepare"))
@@ -217,6 +311,15 @@ def main(argv=None) -> int:
     except BrokenPipeError:  # output piped into a reader that stopped early (`iclr26 list | head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 0
+    except Exception as e:  # noqa: BLE001 - store and file problems: one line, no traceback
+        import sqlite3
+
+        from .harness.store import StoreError
+
+        if isinstance(e, (StoreError, sqlite3.DatabaseError, OSError)):
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        raise
 
 
 if __name__ == "__main__":

@@ -78,8 +78,35 @@ def check_measurements(result) -> dict:
                 raise MeasurementError(f"metric {metric!r}, arm {arm!r}: non-finite value(s) {bad[:3]}")
             out[str(arm)] = vals
         metrics[str(metric)] = out
-    info = result.get("info", {})
+    info = _json_safe(result.get("info", {}), "info")
+    if not isinstance(info, dict):
+        raise MeasurementError("run()'s 'info' must be a dict")
     return {"metrics": metrics, "info": info}
+
+
+def _json_safe(value, where: str):
+    """``value`` as plain JSON data (numpy and torch arrays become lists, non-finite floats None);
+    MeasurementError names the key whose value cannot be stored."""
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        value = value.tolist()
+    if value is None or isinstance(value, (bool, str)):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if not isinstance(k, (str, int, float, bool)) and not hasattr(k, "item"):
+                raise MeasurementError(f"{where}: key {k!r} of type {type(k).__name__} cannot be stored; use strings")
+            key = str(k.item() if hasattr(k, "item") else k)
+            out[key] = _json_safe(v, f"{where}[{key!r}]")
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    raise MeasurementError(f"{where}: a {type(value).__name__} cannot be stored as JSON; "
+                           "allowed: numbers, strings, bools, None, lists, dicts and numpy/torch arrays")
 
 
 #: files of a paper folder that do not change what its experiment measures: the README (the report

@@ -61,7 +61,7 @@ def collect(store: Store, judged: dict | None = None) -> list[dict]:
                 continue
             rec["title"], rec["arxiv"], rec["code"] = pc.title, pc.arxiv, pc.code
             per_scale = {}
-            for scale in SCALE_ORDER:
+            for scale in SCALE_ORDER if store is not None else ():
                 vs = judge_paper(p, scale, store, save=True)
                 if any(v.verdict != "not run" for v in vs):
                     per_scale[scale] = {v.claim.id: v for v in vs}
@@ -76,11 +76,11 @@ def collect(store: Store, judged: dict | None = None) -> list[dict]:
                             judged[(p.id, scale, c.id)] = v
                         break
                 rec["claims"].append(entry)
-            fp = folder_fingerprint(p)
             runs = []
-            for scale in ("quick", "smoke"):
-                runs = store.trials_at(p.id, scale, fp) or runs
+            for scale in ("quick", "smoke") if store is not None else ():
+                runs = select_trials(p, scale, store)[0]
                 if runs:
+                    rec["runtime_scale"] = scale
                     break
             if runs:
                 rec["runtime_s"] = float(sum(t.duration_s or 0 for t in runs))
@@ -247,37 +247,107 @@ def _cls(v: str) -> str:
     return v.split(" (")[0].split(" [")[0].replace(" ", "")
 
 
-def build_report(out: str | Path = "site", store_path=None, write_readmes: bool = True) -> Path:
+def _json_clean(x):
+    """Strict JSON: NaN and infinities become None."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {str(k): _json_clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_clean(v) for v in x]
+    return x
+
+
+def build_report(out: str | Path = "site", store_path=None, published_path=None, write_readmes: bool = False) -> Path:
+    """Render the site from the published results and, beside them, the user's own runs.
+
+    Both stores are opened read-only. ``write_readmes`` (maintainers) rewrites the claim tables in the
+    paper READMEs and the README summary from the published results.
+    """
+    from .store import StoreError
+    from .store import store_path as user_path
+
     out = Path(out)
-    (out / "papers").mkdir(parents=True, exist_ok=True)
-    with Store(store_path) as store:
-        judged: dict = {}
-        records = collect(store, judged)
+    try:
+        (out / "papers").mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise OSError(f"cannot write the report to {out}: {e}") from None
+    pub = Path(published_path) if published_path else None
+    user = user_path(store_path)
+    sources = []
+    if pub is not None and pub.is_file():
+        sources.append(("published", pub))
+    if user.is_file() and not (pub is not None and pub.is_file() and user.resolve() == pub.resolve()):
+        sources.append(("yours", user))
+    if write_readmes and not (sources and sources[0][0] == "published"):
+        raise StoreError(f"no published results at {pub} to write the READMEs from")
+    collected = {}
+    for label, path in sources:
+        with Store(path, readonly=True) as st:
+            judged: dict = {}
+            collected[label] = (collect(st, judged), judged)
+    if not collected:
+        collected["none"] = (collect(None), {})
+    primary = next(iter(collected))
+    records, judged = collected[primary]
+    if "yours" in collected and primary != "yours":
+        mine = {r["id"]: {c["id"]: c for c in r["claims"]} for r in collected["yours"][0]}
         for rec in records:
-            if rec["status"] != "implemented" or "claims_error" in rec:
+            for c in rec["claims"]:
+                y = mine.get(rec["id"], {}).get(c["id"])
+                if y is not None and y["scale"] is not None:
+                    c["yours"] = {"verdict": y["verdict"], "label": _verdict_label(y), "stale": y["stale"],
+                                  "note": y["note"], "differs": (y["verdict"], y["scale"]) != (c["verdict"], c["scale"])}
+    for rec in records:
+        if rec["status"] != "implemented" or "claims_error" in rec:
+            continue
+        p = papers()[rec["id"]]
+        pc = claims_for(p)
+        figs = []
+        for c, entry in zip(pc.claims, rec["claims"]):
+            if entry["scale"] is None:
                 continue
-            p = papers()[rec["id"]]
-            pc = claims_for(p)
-            figs = []
-            for c, entry in zip(pc.claims, rec["claims"]):
-                if entry["scale"] is None:
-                    continue
-                values = judged.get((p.id, entry["scale"], c.id))
-                if values is not None and values.method_values:
-                    name = f"{p.id}__{c.id}.png"
-                    plot_claim(out / "papers" / name, c, values)
-                    figs.append(name)
-                    entry["figure"] = f"papers/{name}"
-            _paper_page(out, rec, figs)
-            if write_readmes:
-                update_readme(p, rec)
-    _index(out, records)
+            values = judged.get((p.id, entry["scale"], c.id))
+            if values is not None and values.method_values:
+                name = f"{p.id}__{c.id}.png"
+                plot_claim(out / "papers" / name, c, values)
+                figs.append(name)
+                entry["figure"] = f"papers/{name}"
+        _paper_page(out, rec, figs, primary)
+        if write_readmes:
+            update_readme(p, rec)
+    overview(out / "overview.png", records)
+    _index(out, records, primary)
     if write_readmes:
         _update_block(Path(__file__).resolve().parents[3] / "README.md", "summary", summary_markdown(records))
-    summary = [{k: v for k, v in r.items()} for r in records]
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+    summary = {"source": primary, "papers": records}
+    (out / "summary.json").write_text(json.dumps(_json_clean(summary), indent=1, default=str, allow_nan=False))
     (out / "summary.md").write_text(summary_markdown(records))
     return out
+
+
+def overview(path: Path, records: list[dict]) -> None:
+    """One picture of the index: verdicts of the counted claims, by domain (stacked bars)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    kinds = ("reproduced", "not reproduced", "inconclusive", "contradicted", "error", "not run")
+    colours = ("#5cb85c", "#f0ad4e", "#7fa7d6", "#d9534f", "#8b0000", "#cccccc")
+    domains = sorted({r["domain"] for r in records if r["status"] == "implemented"})
+    counts = {k: [sum(c["verdict"] == k and not c["exploratory"] for r in records if r["domain"] == d
+                      for c in r["claims"]) for d in domains] for k in kinds}
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    left = np.zeros(len(domains))
+    for k, col in zip(kinds, colours):
+        ax.barh(domains, counts[k], left=left, color=col, label=k)
+        left += counts[k]
+    ax.set_xlabel("claims (exploratory ones left out)")
+    ax.legend(fontsize=7, ncol=6, loc="upper center", bbox_to_anchor=(0.5, -0.22), frameon=False)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
 
 
 def summary_markdown(records: list[dict]) -> str:
@@ -293,9 +363,24 @@ def summary_markdown(records: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _paper_page(out: Path, rec: dict, figs: list[str]) -> None:
+def _yours_cell(c: dict) -> str:
+    y = c.get("yours")
+    if y is None:
+        return "–"
+    e = html.escape
+    text = e(y["label"]) + (" <b>(differs)</b>" if y["differs"] else "")
+    reason = "; ".join(x for x in (y["note"] if y["verdict"] != "reproduced" else "",
+                                   f"stale: {y['stale']}" if y["stale"] else "") if x)
+    return f"<span class='{_cls(y['label'])}'>{text}</span>" + (f"<br><small>{e(reason)}</small>" if reason else "")
+
+
+SOURCE_WORDS = {"published": "the published results", "yours": "your own runs", "none": "no stored results"}
+
+
+def _paper_page(out: Path, rec: dict, figs: list[str], source: str = "published") -> None:
     e = html.escape
     rows = []
+    with_yours = any("yours" in c for c in rec["claims"])
     for c in rec["claims"]:
         cells = claim_cells(c)
         label = _verdict_label(c)
@@ -306,13 +391,16 @@ def _paper_page(out: Path, rec: dict, figs: list[str]) -> None:
                     f"<td>{e(cells['paper_effect'])}" + (f"<br><small>{e(c['effect_source'])}</small>" if c.get("effect_source") else "")
                     + f"</td><td>{e(cells['tested'])}</td><td>{e(cells['measured'])}</td><td>{e(cells['effect'])}</td>"
                     f"<td>{e(cells['mde'])}</td><td>{e(cells['p'])}</td><td>{e(cells['n'])}</td>"
-                    f"<td>{e(label)}" + (f"<br><small>{e(reason)}</small>" if reason else "") + "</td></tr>")
-    body = (f"<p><a href='../index.html'>all papers</a></p><h1>{e(rec['title'] or rec['id'])}</h1>"
+                    f"<td>{e(label)}" + (f"<br><small>{e(reason)}</small>" if reason else "") + "</td>"
+                    + (f"<td>{_yours_cell(c)}</td>" if with_yours else "") + "</tr>")
+    body = (f"<p><a href='../index.html'>all papers</a> · verdicts from {SOURCE_WORDS[source]}"
+            + (" (your runs beside them)" if with_yours else "") + f"</p><h1>{e(rec['title'] or rec['id'])}</h1>"
             f"<p>id <code>{rec['id']}</code> · domain {rec['domain']} · "
             + (f"<a href='https://arxiv.org/abs/{e(rec['arxiv'])}'>arXiv {e(rec['arxiv'])}</a>" if rec.get("arxiv") else "")
             + (f" · <a href='{e(rec['code'])}'>code</a>" if rec.get("code") else "") + "</p>"
             "<table><tr><th>claim</th><th>paper says</th><th>paper effect</th><th>tested</th><th>measured</th>"
-            "<th>effect [one-sided bounds]</th><th>detectable (80% power)</th><th>p</th><th>n</th><th>verdict</th></tr>"
+            "<th>effect [one-sided bounds]</th><th>detectable (80% power)</th><th>p</th><th>n</th><th>verdict</th>"
+            + ("<th>your run</th>" if with_yours else "") + "</tr>"
             + "".join(rows) + "</table>"
             "<p><small>Effects are method minus comparator in the metric's units. A verdict is <i>not reproduced</i> "
             "only when the bounds rule out the paper's effect; <i>inconclusive</i> when the check could not tell.</small></p>"
@@ -320,25 +408,29 @@ def _paper_page(out: Path, rec: dict, figs: list[str]) -> None:
     (out / "papers" / f"{rec['id']}.html").write_text(PAGE.format(title=e(rec["id"]), body=body))
 
 
-def _index(out: Path, records: list[dict]) -> None:
+def _index(out: Path, records: list[dict], source: str = "published") -> None:
     e = html.escape
     rows = []
     for r in records:
         if r["status"] == "implemented":
             link = f"<a href='papers/{r['id']}.html'>{r['id']}</a>"
-            cells = "<br>".join(f"<span class='{_cls(_verdict_label(c))}' title='{e(_reason(c))}'>{e(c['id'])}: {e(_verdict_label(c))}</span>"
-                                for c in r["claims"]) or e(r.get("claims_error", ""))
+            cells = "<br>".join(
+                f"<span class='{_cls(_verdict_label(c))}' title='{e(_reason(c))}'>{e(c['id'])}: {e(_verdict_label(c))}</span>"
+                + (f" <small>(yours: {e(c['yours']['label'])})</small>" if c.get("yours", {}).get("differs") else "")
+                for c in r["claims"]) or e(r.get("claims_error", ""))
         else:
             link, cells = r["id"], "<span class='planned'>planned</span>"
-        rt = f"{r['runtime_s']:.0f} s" if r.get("runtime_s") else "–"
+        rt = (f"{r['runtime_s'] / 60:.1f} min" + (" (smoke)" if r.get("runtime_scale") == "smoke" else "")
+              if r.get("runtime_s") else "–")
         rows.append(f"<tr><td>{link}</td><td>{r['domain']}</td><td>{r['feasibility']}</td><td>{e(r['summary'])}</td>"
                     f"<td>{r['status']}</td><td>{cells}</td><td>{r.get('last_run') or '–'}</td><td>{rt}</td></tr>")
     n_impl = sum(r["status"] == "implemented" for r in records)
     claims = [c for r in records for c in r["claims"] if c["scale"] == "quick" and not c["stale"] and not c["exploratory"]]
     counts = {v: sum(c["verdict"] == v for c in claims)
               for v in ("reproduced", "not reproduced", "inconclusive", "contradicted", "error")}
-    body = (f"<h1>iclr26: {len(records)} ICLR 2026 papers</h1><p>{n_impl} implemented. Quick-scale claims: "
-            + ", ".join(f"{v} {k}" for k, v in counts.items()) + "</p>"
+    body = (f"<h1>iclr26: {len(records)} ICLR 2026 papers</h1><p>{n_impl} implemented. Verdicts from "
+            f"{SOURCE_WORDS[source]}. Quick-scale claims at the current code (exploratory ones left out): "
+            + ", ".join(f"{v} {k}" for k, v in counts.items()) + "</p><p><img src='overview.png' alt='verdicts by domain'></p>"
             "<table><tr><th>paper</th><th>domain</th><th>feas.</th><th>what</th><th>status</th><th>verdicts</th>"
-            "<th>last run</th><th>runtime</th></tr>" + "".join(rows) + "</table>")
+            "<th>last run</th><th>quick time (sum over seeds)</th></tr>" + "".join(rows) + "</table>")
     (out / "index.html").write_text(PAGE.format(title="iclr26 report", body=body))

@@ -1,16 +1,23 @@
 """Run trials (paper, scale, seed) in worker processes and commit each one as it finishes.
 
 Each trial runs in a fresh spawned process (clean memory accounting, a hard per-trial timeout),
-at most ``jobs`` at once. Trials already stored with status ``ok`` at the current fingerprint are
-skipped unless ``force`` is set, so an interrupted run resumes where it stopped.
+at most ``jobs`` at once. Trials already stored with status ``ok`` at the current code are skipped
+unless ``force`` is set, so an interrupted run resumes where it stopped. A trial in progress is
+claimed in the store, so a second run on the same store skips it instead of running it twice.
+Workers die with the process that started them, so a killed run leaves no orphan behind.
+
+The executor is pluggable: the local process pool (default) or Ray (:mod:`.ray_executor`). Either
+reports each finished trial to the driver, which alone writes the store.
 """
 from __future__ import annotations
 
+import math
 import multiprocessing as mp
 import os
 import platform
 import resource
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -22,6 +29,8 @@ from .experiments import (check_measurements, folder_fingerprint, git_commit, lo
 from .store import Store, Trial
 
 VERSIONED = ("numpy", "scipy", "torch", "transformers", "scikit-learn", "iclr26")
+#: seconds a worker may take to start and import its experiment before run() begins
+LOAD_LIMIT = 900.0
 
 
 def package_versions() -> dict:
@@ -39,22 +48,58 @@ def machine() -> dict:
             "processor": platform.processor(), "cpus": os.cpu_count()}
 
 
-def _worker(paper_id: str, scale: str, seed: int, conn) -> None:
-    """Child process body: run one trial and send (status, measurements, error, seconds, peak MB, deps).
+def _die_with_parent(parent_pid: int) -> None:
+    """Make this worker exit when its parent dies (kill -9 included), so no trial outlives its run."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            import signal
 
-    ``deps`` is taken after ``run()`` returns, so it covers every project module the experiment
-    imported, lazily imported ones included, and the number-changing packages it used.
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+
+    def watch():  # portable fallback: a reparented worker has lost its parent
+        while True:
+            if os.getppid() != parent_pid:
+                os._exit(1)
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, daemon=True).start()
+    if os.getppid() != parent_pid:  # the parent died before the watch started
+        os._exit(1)
+
+
+def execute_trial(paper_id: str, scale: str, seed: int, started=None) -> tuple:
+    """Run one trial here and return (status, measurements, error, seconds, peak MB, deps).
+
+    ``started`` is called just before ``run()``, when the trial's clock starts. ``deps`` is taken
+    after ``run()`` returns, so it covers every project module the experiment imported, lazily
+    imported ones included, and the number-changing packages it used.
     """
     start = time.perf_counter()
     try:
         mod = load_experiment(get(paper_id))
+        if started is not None:
+            started()
+        start = time.perf_counter()
         result = check_measurements(mod.run(scale, seed))
         status, err = "ok", None
     except BaseException:  # noqa: BLE001 - every failure becomes a stored error row
         result, status, err = None, "error", traceback.format_exc(limit=20)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB on Linux
-    deps = measured_dependencies()
-    conn.send((status, result, err, time.perf_counter() - start, peak, deps))
+    return status, result, err, time.perf_counter() - start, peak, measured_dependencies()
+
+
+def _worker(paper_id: str, scale: str, seed: int, conn, parent_pid: int) -> None:
+    """Child process body: announce the start of run(), then send the trial's outcome."""
+    _die_with_parent(parent_pid)
+    outcome = execute_trial(paper_id, scale, seed, started=lambda: conn.send(("started",)))
+    try:
+        conn.send(("done",) + outcome)
+    except Exception as e:  # noqa: BLE001 - a result that cannot be sent is stored with its cause
+        conn.send(("done", "error", None, f"the trial's result could not be sent to the runner: "
+                   f"{type(e).__name__}: {e}", outcome[3], outcome[4], outcome[5]))
     conn.close()
 
 
@@ -86,60 +131,136 @@ def plan(paper_ids, scale: str, seeds: int | None, store: Store, force: bool) ->
     return jobs, skipped
 
 
-def run_jobs(jobs: list[Job], store: Store, n_workers: int = 1, timeout: float | None = None,
-             progress=None) -> list[Trial]:
-    """Run ``jobs`` with at most ``n_workers`` processes; store and return each finished trial."""
-    if n_workers < 1:
-        raise ValueError(f"jobs must be >= 1, got {n_workers}")
+def estimate_seconds(jobs: list[Job], reference: Store | None, n_workers: int) -> tuple[float | None, dict]:
+    """Estimated wall time of ``jobs`` on ``n_workers`` from the durations stored in ``reference``.
+
+    Each job costs the median stored duration of its (paper, scale); the wall time is the larger of
+    the total over the workers and the longest single trial. Returns (seconds or None when no job
+    has a stored duration, {(paper, scale): seconds per trial}).
+    """
+    per: dict = {}
+    if reference is not None:
+        for paper, scale in {(j.paper, j.scale) for j in jobs}:
+            d = reference.durations(paper, scale)
+            if d:
+                per[(paper, scale)] = float(sorted(d)[len(d) // 2])
+    known = [per[(j.paper, j.scale)] for j in jobs if (j.paper, j.scale) in per]
+    if not known:
+        return None, per
+    fill = float(sorted(known)[len(known) // 2])
+    costs = [per.get((j.paper, j.scale), fill) for j in jobs]
+    return max(sum(costs) / max(n_workers, 1), max(costs)), per
+
+
+def local_execute(jobs: list[Job], n_workers: int, timeout: float | None, on_done, should_stop=None) -> None:
+    """Run ``jobs`` in spawned processes, at most ``n_workers`` at once; ``on_done(job, *outcome)`` per trial."""
     ctx = mp.get_context("spawn")
     pending = list(jobs)
-    running: list[tuple[Job, mp.Process, object, float]] = []
+    running: list[dict] = []
+    me = os.getpid()
+    try:
+        while pending or running:
+            while pending and len(running) < n_workers and not (should_stop and should_stop()):
+                job = pending.pop(0)
+                parent, child = ctx.Pipe(duplex=False)
+                proc = ctx.Process(target=_worker, args=(job.paper, job.scale, job.seed, child, me), daemon=True)
+                proc.start()
+                child.close()
+                running.append({"job": job, "proc": proc, "conn": parent, "spawned": time.perf_counter(),
+                                "started": None})
+            if should_stop and should_stop():
+                pending.clear()
+            still = []
+            for r in running:
+                job, proc, conn = r["job"], r["proc"], r["conn"]
+                now = time.perf_counter()
+                done = None
+                try:
+                    while done is None and conn.poll(0.02):
+                        msg = conn.recv()
+                        if msg[0] == "started":
+                            r["started"] = time.perf_counter()
+                        else:
+                            done = msg[1:]
+                except (EOFError, OSError):
+                    done = ("error", None, "worker exited without a result", now - (r["started"] or r["spawned"]),
+                            0.0, None)
+                if done is not None:
+                    proc.join(5)
+                    on_done(job, *done)
+                elif not proc.is_alive():
+                    proc.join()
+                    on_done(job, "error", None, f"worker died with exit code {proc.exitcode}",
+                            now - (r["started"] or r["spawned"]), 0.0, None)
+                elif r["started"] is None and now - r["spawned"] > LOAD_LIMIT:
+                    proc.kill()
+                    proc.join()
+                    on_done(job, "timeout", None, f"the worker did not start run() within {LOAD_LIMIT:g} s",
+                            now - r["spawned"], 0.0, None)
+                elif timeout is not None and r["started"] is not None and now - r["started"] > timeout:
+                    proc.kill()
+                    proc.join()
+                    on_done(job, "timeout", None, f"trial exceeded the {timeout:g} s timeout", now - r["started"],
+                            0.0, None)
+                else:
+                    still.append(r)
+            running = still
+            if running:
+                time.sleep(0.1)
+    finally:
+        for r in running:
+            r["proc"].kill()
+
+
+def run_jobs(jobs: list[Job], store: Store, n_workers: int = 1, timeout: float | None = None,
+             progress=None, executor: str = "local", address: str | None = None, skipped=None) -> list[Trial]:
+    """Run ``jobs`` with at most ``n_workers`` at once; store and return each finished trial.
+
+    Each job is claimed in the store before it runs; a job another live run has claimed is left to
+    it (reported through ``skipped(job)``), so two runs on one store never run a trial twice.
+    """
+    if n_workers < 1:
+        raise ValueError(f"jobs must be >= 1, got {n_workers}")
+    if timeout is not None and not (timeout > 0 and math.isfinite(timeout)):
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout}")
+    if executor not in ("local", "ray"):
+        raise ValueError(f"unknown executor {executor!r}; allowed: local, ray")
     finished: list[Trial] = []
     commit, versions, mach = git_commit(), package_versions(), machine()
+    mine = []
+    for job in jobs:
+        if store.claim(job.paper, job.scale, job.seed, job.fingerprint):
+            mine.append(job)
+        elif skipped is not None:
+            skipped(job)
 
-    def record(job: Job, status, measurements, error, duration, peak, deps=None):
+    def on_done(job: Job, status, measurements, error, duration, peak, deps=None):
         t = Trial(job.paper, job.scale, job.seed, job.fingerprint, status, measurements, error,
                   duration, peak, commit, versions, mach, time.time(), deps)
-        store.put_trial(t)
+        try:
+            store.put_trial(t)
+        except Exception as e:  # noqa: BLE001 - a result the store refuses becomes an error row, the run goes on
+            t = Trial(job.paper, job.scale, job.seed, job.fingerprint, "error", None,
+                      f"the store refused the result: {type(e).__name__}: {e}", duration, peak, commit,
+                      versions, mach, time.time(), deps)
+            store.put_trial(t)
+        store.release(job.paper, job.scale, job.seed, job.fingerprint)
         finished.append(t)
         if progress is not None:
             progress(t)
 
     try:
-        while pending or running:
-            while pending and len(running) < n_workers:
-                job = pending.pop(0)
-                parent, child = ctx.Pipe(duplex=False)
-                proc = ctx.Process(target=_worker, args=(job.paper, job.scale, job.seed, child), daemon=True)
-                proc.start()
-                child.close()
-                running.append((job, proc, parent, time.perf_counter()))
-            still = []
-            for job, proc, conn, started in running:
-                elapsed = time.perf_counter() - started
-                if conn.poll(0.05):
-                    try:
-                        status, result, err, dur, peak, deps = conn.recv()
-                    except EOFError:
-                        status, result, err, dur, peak, deps = ("error", None, "worker exited without a result",
-                                                                elapsed, 0.0, None)
-                    proc.join(5)
-                    record(job, status, result, err, dur, peak, deps)
-                elif not proc.is_alive():
-                    proc.join()
-                    record(job, "error", None, f"worker died with exit code {proc.exitcode}", elapsed, 0.0)
-                elif timeout is not None and elapsed > timeout:
-                    proc.kill()
-                    proc.join()
-                    record(job, "timeout", None, f"trial exceeded the {timeout:g} s timeout", elapsed, 0.0)
-                else:
-                    still.append((job, proc, conn, started))
-            running = still
-            if running:
-                time.sleep(0.1)
+        if executor == "local":
+            local_execute(mine, n_workers, timeout, on_done)
+        else:
+            from .ray_executor import ray_execute
+
+            ray_execute(mine, n_workers, timeout, on_done, address=address)
     finally:
-        for _, proc, _, _ in running:
-            proc.kill()
+        done = {(t.paper, t.seed) for t in finished}
+        for job in mine:
+            if (job.paper, job.seed) not in done:
+                store.release(job.paper, job.scale, job.seed, job.fingerprint)
     return finished
 
 

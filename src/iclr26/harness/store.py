@@ -2,18 +2,28 @@
 
 A trial is (paper, scale, seed) at a code fingerprint. Each row is committed as soon as the trial
 ends, so an interrupted run loses nothing; the unique key makes a rerun replace rather than
-duplicate a row.
+duplicate a row. A trial in progress is claimed in the ``running`` table, so that two runs on one
+store do not both run it.
+
+Two stores are kept apart: the **published results** (``results/iclr26.sqlite`` in the source
+tree, written only by ``iclr26 publish``) and **the user's own runs** (``$ICLR26_STORE``, else
+``$XDG_DATA_HOME/iclr26/runs.sqlite``, else ``~/.local/share/iclr26/runs.sqlite``), which
+``reproduce`` writes by default.
 """
 from __future__ import annotations
 
 import json
 import os
+import socket
 import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT_PATH = Path("results") / "iclr26.sqlite"
+#: the published results, in the source tree (absent from an installed wheel)
+PUBLISHED_PATH = Path(__file__).resolve().parents[3] / "results" / "iclr26.sqlite"
+#: how long a claim by a run on another machine is honoured (its process cannot be checked from here)
+FOREIGN_CLAIM_S = 24 * 3600
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS trials (
@@ -44,6 +54,16 @@ CREATE TABLE IF NOT EXISTS verdicts (
     computed_at REAL NOT NULL,
     PRIMARY KEY (paper, scale, claim)
 );
+CREATE TABLE IF NOT EXISTS running (
+    paper TEXT NOT NULL,
+    scale TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    fingerprint TEXT NOT NULL,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    started_at REAL NOT NULL,
+    PRIMARY KEY (paper, scale, seed, fingerprint)
+);
 """
 
 
@@ -51,9 +71,31 @@ COLUMNS = ("paper, scale, seed, fingerprint, status, measurements, error, durati
            "git_commit, versions, machine, finished_at, deps")
 
 
+class StoreError(RuntimeError):
+    """A store that cannot be opened or read; the message names the path and what is wrong."""
+
+
+def user_store_path() -> Path:
+    """The user's own runs: ``$ICLR26_STORE``, else the user's data directory."""
+    if os.environ.get("ICLR26_STORE"):
+        return Path(os.environ["ICLR26_STORE"]).expanduser()
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "iclr26" / "runs.sqlite"
+
+
 def store_path(path: str | os.PathLike | None = None) -> Path:
-    """The store's path: the argument, else ``$ICLR26_STORE``, else ``results/iclr26.sqlite``."""
-    return Path(path or os.environ.get("ICLR26_STORE") or DEFAULT_PATH)
+    """The store's path: the argument, else the user's store (:func:`user_store_path`)."""
+    return Path(path).expanduser() if path else user_store_path()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 @dataclass(frozen=True)
@@ -77,16 +119,50 @@ class Trial:
 class Store:
     """Thin wrapper over the SQLite file; safe to open from several processes at once."""
 
-    def __init__(self, path: str | os.PathLike | None = None):
+    def __init__(self, path: str | os.PathLike | None = None, readonly: bool = False):
+        """Open (and, unless ``readonly``, create) the store; :class:`StoreError` says what is wrong."""
         self.path = store_path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
-        self.conn.executescript(SCHEMA)
-        cols = {r[1] for r in self.conn.execute("PRAGMA table_info(trials)")}
-        if "deps" not in cols:  # a store written before dependencies were recorded
-            self.conn.execute("ALTER TABLE trials ADD COLUMN deps TEXT")
+        self.readonly = readonly
+        if self.path.is_dir():
+            raise StoreError(f"{self.path} is a directory; give the path of a store file (e.g. {self.path / 'runs.sqlite'})")
+        try:
+            if readonly:
+                if not self.path.is_file():
+                    raise StoreError(f"no store at {self.path}")
+                self.conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=60, isolation_level=None)
+                try:
+                    self.conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+                except sqlite3.OperationalError:  # WAL in a folder it cannot write: read the file as it is
+                    self.conn.close()
+                    self.conn = sqlite3.connect(f"file:{self.path}?immutable=1", uri=True, isolation_level=None)
+            else:
+                try:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                except (FileExistsError, NotADirectoryError):
+                    raise StoreError(f"cannot create the store {self.path}: a parent of it is a file") from None
+                self.conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+                self.conn.execute("PRAGMA journal_mode=WAL")
+                self.conn.execute("PRAGMA synchronous=NORMAL")
+                self.conn.executescript(SCHEMA)
+            cols = {r[1] for r in self.conn.execute("PRAGMA table_info(trials)")}
+            if not cols:
+                raise StoreError(f"{self.path} is an SQLite file but not an iclr26 store (no trials table)")
+            if "deps" not in cols:  # a store written before dependencies were recorded
+                if readonly:
+                    self._columns = COLUMNS.replace(", deps", ", NULL")
+                else:
+                    self.conn.execute("ALTER TABLE trials ADD COLUMN deps TEXT")
+            self.conn.execute("SELECT COUNT(*) FROM trials").fetchone()
+        except sqlite3.DatabaseError as e:
+            raise StoreError(f"{self.path} is not a readable iclr26 store: {e}") from None
+        except PermissionError as e:
+            raise StoreError(f"cannot open the store {self.path}: {e}") from None
+
+    _columns = None
+
+    @property
+    def columns(self) -> str:
+        return self._columns or COLUMNS
 
     def close(self) -> None:
         self.conn.close()
@@ -115,12 +191,43 @@ class Store:
 
     def get_trial(self, paper: str, scale: str, seed: int, fingerprint: str) -> Trial | None:
         row = self.conn.execute(
-            f"SELECT {COLUMNS} FROM trials WHERE paper=? AND scale=? AND seed=? AND fingerprint=?",
+            f"SELECT {self.columns} FROM trials WHERE paper=? AND scale=? AND seed=? AND fingerprint=?",
             (paper, scale, seed, fingerprint)).fetchone()
         return None if row is None else self._trial(row)
 
+    def durations(self, paper: str, scale: str) -> list[float]:
+        """Durations of the ok trials stored for (paper, scale), at any code."""
+        return [r[0] for r in self.conn.execute(
+            "SELECT duration_s FROM trials WHERE paper=? AND scale=? AND status='ok' AND duration_s IS NOT NULL",
+            (paper, scale))]
+
+    def claim(self, paper: str, scale: str, seed: int, fingerprint: str) -> bool:
+        """Claim a trial for this process; False when another live run holds it."""
+        host, pid = socket.gethostname(), os.getpid()
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = self.conn.execute(
+                "SELECT host, pid, started_at FROM running WHERE paper=? AND scale=? AND seed=? AND fingerprint=?",
+                (paper, scale, seed, fingerprint)).fetchone()
+            if row is not None and not (row[0] == host and row[1] == pid):
+                held = _alive(row[1]) if row[0] == host else time.time() - row[2] < FOREIGN_CLAIM_S
+                if held:
+                    self.conn.execute("ROLLBACK")
+                    return False
+            self.conn.execute("INSERT OR REPLACE INTO running VALUES (?,?,?,?,?,?,?)",
+                              (paper, scale, seed, fingerprint, host, pid, time.time()))
+            self.conn.execute("COMMIT")
+            return True
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+
+    def release(self, paper: str, scale: str, seed: int, fingerprint: str) -> None:
+        self.conn.execute("DELETE FROM running WHERE paper=? AND scale=? AND seed=? AND fingerprint=? AND pid=? AND host=?",
+                          (paper, scale, seed, fingerprint, os.getpid(), socket.gethostname()))
+
     def all_trials(self) -> list[Trial]:
-        return [self._trial(r) for r in self.conn.execute(f"SELECT {COLUMNS} FROM trials ORDER BY paper, scale, seed")]
+        return [self._trial(r) for r in self.conn.execute(f"SELECT {self.columns} FROM trials ORDER BY paper, scale, seed")]
 
     def has_ok(self, paper: str, scale: str, seed: int, fingerprint: str) -> bool:
         row = self.conn.execute(
@@ -132,7 +239,7 @@ class Store:
     def latest_trials(self, paper: str, scale: str) -> list[Trial]:
         """The most recent trial per seed for this paper and scale (any fingerprint)."""
         rows = self.conn.execute(
-            f"""SELECT {COLUMNS} FROM trials t WHERE paper=? AND scale=? AND finished_at = (
+            f"""SELECT {self.columns} FROM trials t WHERE paper=? AND scale=? AND finished_at = (
                    SELECT MAX(finished_at) FROM trials u
                    WHERE u.paper=t.paper AND u.scale=t.scale AND u.seed=t.seed)
                ORDER BY seed""",
@@ -142,7 +249,7 @@ class Store:
 
     def trials_at(self, paper: str, scale: str, fingerprint: str) -> list[Trial]:
         rows = self.conn.execute(
-            f"SELECT {COLUMNS} FROM trials WHERE paper=? AND scale=? AND fingerprint=? ORDER BY seed",
+            f"SELECT {self.columns} FROM trials WHERE paper=? AND scale=? AND fingerprint=? ORDER BY seed",
             (paper, scale, fingerprint),
         ).fetchall()
         return [self._trial(r) for r in rows]

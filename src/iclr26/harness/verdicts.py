@@ -131,7 +131,7 @@ def judge_paper(paper: Paper | str, scale: str, store: Store, save: bool = True)
     out = apply_requires([judge(c, trials) for c in claims_for(paper).claims])
     for v in out:
         v.stale = stale if trials else None
-    if save and trials:
+    if save and trials and not getattr(store, "readonly", False):
         for v in out:
             stats = {} if v.stats is None else v.stats.to_dict()
             store.put_verdict(paper.id, scale, v.claim.id, fp if not stale else trials[-1].fingerprint, v.verdict,
