@@ -10,6 +10,7 @@ evidence and are only shown where no quick verdict exists.
 from __future__ import annotations
 
 import html
+import urllib.parse
 import json
 import math
 import time
@@ -207,9 +208,10 @@ def plot_claim(path: Path, claim, values) -> None:
     if y is None:
         axes[0].axhline(claim.baseline_value, color="grey", ls="--", label=f"constant {claim.baseline_value:g}")
         axes[0].legend(fontsize=8)
-    if y is not None and y.size <= 50:
-        for a, b in zip(x, y):
-            axes[0].plot([0 - 0.15, 1 + 0.15], [a, b], color="grey", alpha=0.2, lw=0.8)
+    if y is not None and y.size <= 50:  # each pair's line joins its two jittered points
+        jitter = np.linspace(-0.15, 0.15, x.size)
+        for j, a, b in zip(jitter, x, y):
+            axes[0].plot([0 + j, 1 + j], [a, b], color="grey", alpha=0.2, lw=0.8)
     axes[0].set_xticks(range(len(arms)), [a for a, _ in arms], fontsize=8)
     axes[0].set_title(f"{claim.metric} ({claim.unit}: n={x.size}"
                       + (", clustered by seed" if values.clusters is not None else "") + ")", fontsize=9)
@@ -396,7 +398,9 @@ def _paper_page(out: Path, rec: dict, figs: list[str], source: str = "published"
     body = (f"<p><a href='../index.html'>all papers</a> · verdicts from {SOURCE_WORDS[source]}"
             + (" (your runs beside them)" if with_yours else "") + f"</p><h1>{e(rec['title'] or rec['id'])}</h1>"
             f"<p>id <code>{rec['id']}</code> · domain {rec['domain']} · "
-            + (f"<a href='https://arxiv.org/abs/{e(rec['arxiv'])}'>arXiv {e(rec['arxiv'])}</a>" if rec.get("arxiv") else "")
+            + (f"<a href='https://arxiv.org/abs/{e(rec['arxiv'])}'>arXiv {e(rec['arxiv'])}</a>" if rec.get("arxiv") else
+               f"<a href='https://openreview.net/search?term={urllib.parse.quote(rec['title'] or rec['id'])}"
+               "&amp;group=ICLR.cc%2F2026%2FConference'>the paper on OpenReview</a> (no arXiv version)")
             + (f" · <a href='{e(rec['code'])}'>code</a>" if rec.get("code") else "") + "</p>"
             "<table><tr><th>claim</th><th>paper says</th><th>paper effect</th><th>tested</th><th>measured</th>"
             "<th>effect [one-sided bounds]</th><th>detectable (80% power)</th><th>p</th><th>n</th><th>verdict</th>"
