@@ -1,6 +1,7 @@
 """How transformers learn causal structure in context: task, BMA oracle, two-layer RPE transformer (causal_icl)."""
 from .model import (
-    PositionOnlyAttention,
+    OneLayerRPEConfig,
+    OneLayerRPETransformer,
     RandomParentMarkovTask,
     TwoLayerRPEConfig,
     TwoLayerRPETransformer,
@@ -11,7 +12,8 @@ from .model import (
 )
 
 __all__ = [
-    "PositionOnlyAttention",
+    "OneLayerRPEConfig",
+    "OneLayerRPETransformer",
     "RandomParentMarkovTask",
     "TwoLayerRPEConfig",
     "TwoLayerRPETransformer",
