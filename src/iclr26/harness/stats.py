@@ -353,6 +353,8 @@ def evaluate_claim(
             why = f"only {int(np.sum(x != y))} discordant pair(s) of {n} items"
         elif test == "binomial":
             why = f"{n} items against the rate {base:g}"
+        elif test in ("wilcoxon", "sign") and int(np.sum(d != null)) < n:
+            why = f"only {int(np.sum(d != null))} of {n} {unit_word} differ from the null (ties are dropped) for {test}"
         else:
             why = f"only {n} {unit_word} for {test}"
         return finish("inconclusive", f"{why}: the smallest p-value this design can give is {pmin:.3g}, "
