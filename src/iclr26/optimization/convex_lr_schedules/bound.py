@@ -61,7 +61,7 @@ def last_iterate_bound(lrs, D: float, G: float) -> float:
 
 
 def _check_T(T) -> int:
-    if not isinstance(T, (int, np.integer)) or T < 1:
+    if not isinstance(T, (int, np.integer)) or isinstance(T, bool) or T < 1:
         raise ValueError(f"T must be a positive integer, got {T!r}")
     return int(T)
 

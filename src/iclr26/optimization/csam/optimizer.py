@@ -8,8 +8,9 @@ SAM (Foret et al., 2021) takes two gradient evaluations per step (paper, Sec. 2)
     theta_tilde = theta + rho * g / ||g||            (ascent, g = grad L(theta))
     theta      <- base_step(theta, grad L(theta_tilde))   (descent with the perturbed gradient)
 
-CSAM (paper, Sec. 4) keeps the ascent step of SAM and changes only the per-sample loss that is
-differentiated at the perturbed point ``theta_tilde``: with p = softmax(f(x; theta_tilde))_y,
+CSAM (paper, Sec. 4) keeps the ascent step of SAM (cross-entropy) and changes only the per-sample
+loss that is differentiated at the perturbed point ``theta_tilde``: with
+p = softmax(f(x; theta_tilde))_y,
 
     l_tilde = -log p                        if p <= 1/2
     l_tilde = -(1 + p)^(-gamma) * log p     if p >  1/2
@@ -18,6 +19,7 @@ so confident samples are pushed less towards probability one (see :func:`csam_lo
 """
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import torch
@@ -26,23 +28,37 @@ import torch.nn.functional as F
 __all__ = ["SAM", "CSAM", "csam_loss"]
 
 
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _check_gamma(gamma) -> None:
+    if not (_number(gamma) and math.isfinite(gamma) and gamma >= 0):
+        raise ValueError(f"gamma must be a finite number >= 0 (the paper uses 0.5, 1 and 2), got {gamma!r}")
+
+
+def _check_threshold(threshold) -> None:
+    if not (_number(threshold) and 0.0 < threshold < 1.0):
+        raise ValueError(f"threshold must be a number in (0, 1) (the paper uses 1/2), got {threshold!r}")
+
+
 def csam_loss(logits: torch.Tensor, target: torch.Tensor, gamma: float = 1.0,
               threshold: float = 0.5, reduction: str = "mean") -> torch.Tensor:
-    """CSAM's descent-step loss (paper Sec. 4, the piecewise loss above).
+    """CSAM's descent-step loss (paper Sec. 4, the piecewise loss in the module docstring).
 
     ``logits``: (N, C) scores; ``target``: (N,) class indices. ``gamma`` >= 0 (the paper uses
     0.5, 1 and 2; gamma = 0 gives cross-entropy exactly). ``threshold`` is the probability above
     which a sample counts as confident (1/2 in the paper). The weight ``(1 + p)^-gamma`` is part
-    of the loss and is differentiated through, as the formula is written.
+    of the loss and is differentiated through, as the formula is written: per sample,
+    ``d l / d logits = (onehot(y) - softmax) * (gamma p (1 + p)^(-gamma-1) log p - (1 + p)^-gamma)``
+    for a confident sample.
     """
     if logits.ndim != 2:
         raise ValueError(f"logits must have shape (N, C), got {tuple(logits.shape)}")
     if target.ndim != 1 or target.shape[0] != logits.shape[0]:
         raise ValueError(f"target must have shape ({logits.shape[0]},), got {tuple(target.shape)}")
-    if not gamma >= 0:
-        raise ValueError(f"gamma must be >= 0, got {gamma!r}")
-    if not 0.0 < threshold < 1.0:
-        raise ValueError(f"threshold must be in (0, 1), got {threshold!r}")
+    _check_gamma(gamma)
+    _check_threshold(threshold)
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     logp = F.log_softmax(logits, dim=-1).gather(1, target[:, None]).squeeze(1)
@@ -61,19 +77,23 @@ class SAM(torch.optim.Optimizer):
 
     ``SAM(params, base_optimizer=torch.optim.SGD, rho=0.05, adaptive=False, **base_kwargs)``.
     ``rho = 0.05`` is the paper's radius for CIFAR-10 / ImageNet ResNets (0.2 for CIFAR-100 and
-    ViTs; paper Sec. 5). ``adaptive=True`` scales the perturbation by ``|theta|`` (ASAM).
+    ViTs; paper Sec. 5). ``adaptive=True`` scales the perturbation by ``|theta|`` (ASAM; not
+    used in the paper).
 
     Use either ``step(closure)``, where ``closure()`` zeroes nothing, computes the loss, calls
     ``backward()`` and returns the loss (it is called twice: at theta and at theta_tilde), or
-    call ``first_step()`` / ``second_step()`` yourself around two backward passes. The
-    optimizer's ``param_groups`` are shared with the base optimizer, so LR schedulers attached to
-    the SAM instance drive the base optimizer.
+    call ``first_step()`` / ``second_step()`` yourself around two backward passes.
+
+    The wrapper and the base optimizer share one ``param_groups`` list and one ``state``, so LR
+    schedulers attached to the SAM instance drive the base optimizer, and ``state_dict()`` has the
+    standard ``torch.optim`` layout (``{"state": ..., "param_groups": [...]}``, the groups holding
+    ``rho`` and ``adaptive`` beside the base optimizer's hyperparameters; the state holds the base
+    optimizer's buffers, e.g. ``momentum_buffer``).
     """
 
     def __init__(self, params, base_optimizer: type = torch.optim.SGD, rho: float = 0.05,
                  adaptive: bool = False, **kwargs):
-        if not isinstance(rho, (int, float)) or not rho >= 0.0:
-            raise ValueError(f"rho must be a non-negative number, got {rho!r}")
+        self._check_rho(rho)
         if not (isinstance(base_optimizer, type) and issubclass(base_optimizer, torch.optim.Optimizer)):
             raise TypeError("base_optimizer must be a torch.optim.Optimizer subclass "
                             f"(e.g. torch.optim.SGD), got {base_optimizer!r}")
@@ -81,9 +101,20 @@ class SAM(torch.optim.Optimizer):
             raise TypeError(f"adaptive must be a bool, got {adaptive!r}")
         defaults = dict(rho=float(rho), adaptive=adaptive, **kwargs)
         super().__init__(params, defaults)
+        for group in self.param_groups:
+            self._check_rho(group["rho"])
         self.base_optimizer = base_optimizer(self.param_groups, **kwargs)
-        self.param_groups = self.base_optimizer.param_groups
+        self._link()
         self.defaults.update(self.base_optimizer.defaults)
+
+    @staticmethod
+    def _check_rho(rho) -> None:
+        if not (_number(rho) and math.isfinite(rho) and rho >= 0.0):
+            raise ValueError(f"rho must be a finite number >= 0 (the paper uses 0.05 and 0.2), got {rho!r}")
+
+    def _link(self) -> None:
+        """One param_groups list and one state for the wrapper and the base optimizer."""
+        self.base_optimizer.__setstate__({"state": self.state, "param_groups": self.param_groups})
 
     @torch.no_grad()
     def _grad_norm(self) -> torch.Tensor:
@@ -100,7 +131,7 @@ class SAM(torch.optim.Optimizer):
 
     @torch.no_grad()
     def first_step(self, zero_grad: bool = True) -> None:
-        """Move to theta_tilde = theta + rho * g / ||g|| (eq. of the SAM ascent step)."""
+        """Move to theta_tilde = theta + rho * g / ||g|| (the SAM ascent step)."""
         norm = self._grad_norm()
         for group in self.param_groups:
             scale = group["rho"] / (norm + 1e-12)
@@ -127,9 +158,6 @@ class SAM(torch.optim.Optimizer):
         if zero_grad:
             self.zero_grad(set_to_none=True)
 
-    def _descent_closure(self, closure: Callable) -> Callable:
-        return closure
-
     def step(self, closure: Callable | None = None):
         """One SAM step. ``closure`` is required: it must compute the loss and call backward."""
         if closure is None:
@@ -140,29 +168,30 @@ class SAM(torch.optim.Optimizer):
             loss = closure()
         self.first_step(zero_grad=True)
         with torch.enable_grad():
-            self._descent_closure(closure)()
+            closure()
         self.second_step(zero_grad=True)
         return loss
 
-    # The base optimizer keeps the momentum buffers etc.; SAM's own state only holds e_w between
-    # the two half-steps. Save and restore both.
-    def state_dict(self):
-        return {"sam": super().state_dict(), "base": self.base_optimizer.state_dict()}
-
-    def load_state_dict(self, state_dict):
-        if not (isinstance(state_dict, dict) and {"sam", "base"} <= set(state_dict)):
-            raise ValueError("state_dict must come from SAM.state_dict() (keys 'sam' and 'base')")
-        super().load_state_dict(state_dict["sam"])
-        self.base_optimizer.load_state_dict(state_dict["base"])
-        # keep the two optimizers on the same param_groups after loading
-        self.base_optimizer.param_groups = self.param_groups
+    def load_state_dict(self, state_dict) -> None:
+        """Load a state dict of the standard ``torch.optim`` layout (e.g. from ``state_dict()``)."""
+        if not (isinstance(state_dict, dict) and {"state", "param_groups"} <= set(state_dict)):
+            raise ValueError("state_dict must have the torch.optim layout: a dict with keys "
+                             "'state' and 'param_groups' (as returned by state_dict())")
+        for group in state_dict["param_groups"]:
+            if "rho" not in group:
+                raise ValueError("state_dict param_groups lack 'rho': it does not come from SAM/CSAM")
+            self._check_rho(group["rho"])
+        super().load_state_dict(state_dict)
+        self._link()
 
 
 class CSAM(SAM):
     """Calibrated SAM (paper Sec. 4): SAM whose descent gradient is that of :func:`csam_loss`.
 
-    ``CSAM(params, base_optimizer=torch.optim.SGD, rho=0.05, gamma=1.0, **base_kwargs)``.
-    ``gamma`` in [0, 2] in the paper's experiments (0.5, 1, 2); ``gamma = 0`` is exactly SAM.
+    ``CSAM(params, base_optimizer=torch.optim.SGD, rho=0.05, gamma=1.0, threshold=0.5,
+    **base_kwargs)``. ``gamma`` in [0, 2] in the paper (0.5, 1, 2); ``gamma = 0`` is exactly SAM.
+    ``gamma`` and ``threshold`` are stored in every param group (so ``state_dict`` carries them);
+    the loss is per sample, so all groups must share one value of each.
 
     ``step(closure)`` calls ``closure(loss_fn)`` twice: first with plain cross-entropy (the ascent
     step is SAM's), then with the CSAM loss at the perturbed point. The closure must compute
@@ -172,15 +201,34 @@ class CSAM(SAM):
 
     def __init__(self, params, base_optimizer: type = torch.optim.SGD, rho: float = 0.05,
                  gamma: float = 1.0, adaptive: bool = False, threshold: float = 0.5, **kwargs):
-        if not isinstance(gamma, (int, float)) or not gamma >= 0.0:
-            raise ValueError(f"gamma must be a non-negative number (paper uses 0.5, 1, 2), got {gamma!r}")
-        if not isinstance(threshold, (int, float)) or not 0.0 < threshold < 1.0:
-            raise ValueError(f"threshold must be in (0, 1), got {threshold!r}")
+        _check_gamma(gamma)
+        _check_threshold(threshold)
         super().__init__(params, base_optimizer=base_optimizer, rho=rho, adaptive=adaptive, **kwargs)
-        self.gamma = float(gamma)
-        self.threshold = float(threshold)
+        for group in self.param_groups:
+            group.setdefault("gamma", float(gamma))
+            group.setdefault("threshold", float(threshold))
+        self.defaults.update(gamma=float(gamma), threshold=float(threshold))
+        self._check_groups(self.param_groups)
+
+    @staticmethod
+    def _check_groups(groups) -> None:
+        for key, check in (("gamma", _check_gamma), ("threshold", _check_threshold)):
+            values = {g.get(key) for g in groups}
+            if len(values) != 1:
+                raise ValueError(f"all param groups must share one {key} (the CSAM loss is per "
+                                 f"sample, not per parameter), got {sorted(map(str, values))}")
+            check(values.pop())
+
+    @property
+    def gamma(self) -> float:
+        return self.param_groups[0]["gamma"]
+
+    @property
+    def threshold(self) -> float:
+        return self.param_groups[0]["threshold"]
 
     def descent_loss(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """The loss differentiated at theta_tilde: :func:`csam_loss` with this optimizer's gamma."""
         return csam_loss(logits, target, gamma=self.gamma, threshold=self.threshold)
 
     def step(self, closure: Callable | None = None):
@@ -196,13 +244,7 @@ class CSAM(SAM):
         self.second_step(zero_grad=True)
         return loss
 
-    def state_dict(self):
-        sd = super().state_dict()
-        sd["csam"] = {"gamma": self.gamma, "threshold": self.threshold}
-        return sd
-
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict) -> None:
+        if isinstance(state_dict, dict) and isinstance(state_dict.get("param_groups"), list):
+            self._check_groups(state_dict["param_groups"])
         super().load_state_dict(state_dict)
-        extra = state_dict.get("csam", {})
-        self.gamma = float(extra.get("gamma", self.gamma))
-        self.threshold = float(extra.get("threshold", self.threshold))
