@@ -148,11 +148,19 @@ def markov_language(n_filler: int, concentration: float, seed: int) -> np.ndarra
 
 
 def markov_text(n: int, length: int, P: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """``n`` sequences of ``length`` tokens (``0..V-1``) from the order-2 chain ``P``."""
+    """``n`` sequences of ``length`` tokens (``0..V-1``) from the order-2 chain ``P``.
+
+    The first two tokens are uniform; token ``t >= 2`` is drawn from ``P[x_{t-2}, x_{t-1}]``.
+    """
+    _check_rng(rng)
+    _positive(n=n, length=length)
     V = P.shape[0]
+    if P.shape != (V, V, V):
+        raise ValueError(f"P must have shape (V, V, V), got {P.shape}")
     out = np.empty((n, length), dtype=np.int64)
     out[:, 0] = rng.integers(0, V, n)
-    out[:, 1] = rng.integers(0, V, n) if length > 1 else out[:, 0]
+    if length > 1:
+        out[:, 1] = rng.integers(0, V, n)
     cdf = np.cumsum(P, axis=-1)
     for t in range(2, length):
         u = rng.random(n)[:, None]

@@ -38,16 +38,38 @@ class NoPE(nn.Module):
         return q, k, None
 
 
+def _compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """At least float32: half-precision inputs are computed in float32, float64 stays float64."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+def _full_precision(buffer: torch.Tensor, make: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """``buffer`` if it is held in at least float32, else a fresh float32 copy from ``make()``.
+
+    ``module.half()`` / ``.to(torch.bfloat16)`` cast every floating buffer; frequencies and slopes
+    rounded to 8 significant bits would shift angles and biases at long distances.
+    """
+    if torch.finfo(buffer.dtype).bits >= 32:
+        return buffer
+    return make().to(buffer.device)
+
+
 def rotate_half_pairs(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
     """Rotate feature pairs ``(x_j, x_{j+D/2})`` by ``angles[..., j]`` (the GPT-NeoX layout).
 
     ``x``: ``(..., T, D)``; ``angles``: broadcastable to ``(..., T, D/2)``.
-    Returns ``[x0 cos - x1 sin, x0 sin + x1 cos]``.
+    Returns ``[x0 cos - x1 sin, x0 sin + x1 cos]`` in ``x``'s dtype. The sines, cosines and the
+    rotation are computed in at least float32 (in the angles' precision when that is higher): an
+    angle ``t * omega`` rounded to bfloat16 is off by up to ``t / 256`` radians.
     """
+    if x.shape[-1] % 2:
+        raise ValueError(f"the last dimension of x must be even (feature pairs), got {x.shape[-1]}")
     half = x.shape[-1] // 2
-    x0, x1 = x[..., :half], x[..., half:]
-    cos, sin = torch.cos(angles), torch.sin(angles)
-    return torch.cat([x0 * cos - x1 * sin, x0 * sin + x1 * cos], dim=-1)
+    dt = torch.promote_types(_compute_dtype(x.dtype), angles.dtype)
+    xc, a = x.to(dt), angles.to(device=x.device, dtype=dt)
+    x0, x1 = xc[..., :half], xc[..., half:]
+    cos, sin = torch.cos(a), torch.sin(a)
+    return torch.cat([x0 * cos - x1 * sin, x0 * sin + x1 * cos], dim=-1).to(x.dtype)
 
 
 def rope_frequencies(head_dim: int, base: float = 10000.0, scale: float = 1.0) -> torch.Tensor:
@@ -60,17 +82,25 @@ def rope_frequencies(head_dim: int, base: float = 10000.0, scale: float = 1.0) -
 
 
 class RoPE(nn.Module):
-    """Rotary position embedding with fixed angles ``theta_{t,j} = (t + offset) * omega_j``."""
+    """Rotary position embedding with fixed angles ``theta_{t,j} = (t + offset) * omega_j``
+    (Su et al. 2021, Eq. 34).
+
+    Angles are computed in at least float32 whatever the input dtype (in bfloat16 the angle at
+    ``t = 1500`` would be off by several radians); the output has the input's dtype and device.
+    """
 
     def __init__(self, head_dim: int, base: float = 10000.0, offset: int = 0):
         super().__init__()
+        self.head_dim, self.base = head_dim, base
         self.register_buffer("omega", rope_frequencies(head_dim, base), persistent=False)
         self.offset = offset
 
     def forward(self, q, k, x=None):
         T = q.shape[-2]
-        pos = torch.arange(T, dtype=torch.float32, device=q.device) + self.offset
-        angles = (pos[:, None] * self.omega[None, :]).to(q.dtype)
+        omega = _full_precision(self.omega, lambda: rope_frequencies(self.head_dim, self.base))
+        dt = torch.promote_types(_compute_dtype(q.dtype), omega.dtype)
+        pos = torch.arange(T, dtype=dt, device=q.device) + self.offset
+        angles = pos[:, None] * omega.to(device=q.device, dtype=dt)[None, :]
         return rotate_half_pairs(q, angles), rotate_half_pairs(k, angles), None
 
 
@@ -107,30 +137,43 @@ class ALiBi(nn.Module):
 
     def __init__(self, n_heads: int):
         super().__init__()
+        self.n_heads = n_heads
         self.register_buffer("slopes", alibi_slopes(n_heads), persistent=False)
 
     def bias(self, T_q: int, T_k: int | None = None, device=None) -> torch.Tensor:
-        d = relative_distance(T_q, T_k, device=device if device is not None else self.slopes.device)
-        return -self.slopes[:, None, None] * d.abs()[None]
+        """``(heads, T_q, T_k)`` bias in at least float32 (the slopes' dtype when higher)."""
+        slopes = _full_precision(self.slopes, lambda: alibi_slopes(self.n_heads))
+        d = relative_distance(T_q, T_k, device=device if device is not None else slopes.device)
+        return -slopes.to(d.device)[:, None, None] * d.abs()[None]
 
     def forward(self, q, k, x=None):
-        return q, k, self.bias(q.shape[-2], k.shape[-2], q.device).to(q.dtype)
+        """The bias is returned in at least float32 (``-m |i - j|`` at long distances does not fit
+        bfloat16's 8 significant bits); :class:`SoftmaxAttention` adds it in that precision."""
+        b = self.bias(q.shape[-2], k.shape[-2], q.device)
+        return q, k, b.to(torch.promote_types(_compute_dtype(q.dtype), b.dtype))
 
 
 # --------------------------------------------------------------------------------------------
 # blocks
 # --------------------------------------------------------------------------------------------
 class RMSNorm(nn.Module):
+    """``x / sqrt(mean(x^2) + eps) * weight`` (Zhang & Sennrich 2019, Eq. 4); the normalisation is
+    computed in at least float32 and returned in ``x``'s dtype."""
+
     def __init__(self, dim: int, eps: float = 1e-6):
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+        xc = x.to(_compute_dtype(x.dtype))
+        normed = (xc * torch.rsqrt(xc.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+        return normed * self.weight.to(x.dtype)
 
 
 class SwiGLU(nn.Module):
+    """``W2 (silu(W1 x) * W3 x)`` (Shazeer 2020, Eq. 6), no biases."""
+
     def __init__(self, dim: int, hidden: int):
         super().__init__()
         self.w1 = nn.Linear(dim, hidden, bias=False)
@@ -172,14 +215,15 @@ class SoftmaxAttention(nn.Module):
         B, T, _ = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k, bias = self.positional(q, k, x)
-        logits = (q @ k.transpose(-1, -2)) / math.sqrt(self.head_dim)
+        # logits, bias, SSMax scale and softmax in at least float32; the output in v's dtype
+        logits = ((q @ k.transpose(-1, -2)) / math.sqrt(self.head_dim)).to(_compute_dtype(q.dtype))
         if bias is not None:
-            logits = logits + bias
+            logits = logits + bias.to(logits.device)
         if self.ssmax:
             logits = logits * (self.ssmax_scale[:, None, None] * ssmax_log_length(T, T, x.device))
         mask = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
         logits = logits.masked_fill(mask, float("-inf"))
-        att = torch.softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1).to(v.dtype)
+        att = torch.softmax(logits, dim=-1).to(v.dtype)
         o = (att @ v).transpose(1, 2).reshape(B, T, -1)
         return self.out(o)
 
@@ -190,15 +234,18 @@ def gla_parallel(q, k, v, log_alpha):
     ``o_t = sum_{s<=t} (q_t * exp(L_t - L_s)) . k_s  v_s`` with ``L = cumsum(log_alpha)``, which
     equals ``S_t = diag(alpha_t) S_{t-1} + k_t v_t^T``, ``o_t = S_t^T q_t``. Shapes:
     q, k, log_alpha ``(B, H, T, Dk)``, v ``(B, H, T, Dv)``. Memory ``O(B H T^2 Dk)``: for short
-    sequences only (the synthetic tasks), which is what the experiments need.
+    sequences only (the synthetic tasks), which is what the experiments need. Computed in at
+    least float32, returned in ``v``'s dtype.
     """
+    out_dtype, dt = v.dtype, _compute_dtype(q.dtype)
+    q, k, v, log_alpha = q.to(dt), k.to(dt), v.to(dt), log_alpha.to(dt)
     L = torch.cumsum(log_alpha, dim=-2)
     diff = L[..., :, None, :] - L[..., None, :, :]  # (B,H,T,T,Dk): L_t - L_s
     T = q.shape[-2]
     causal = torch.ones(T, T, dtype=torch.bool, device=q.device).tril()
     decay = torch.where(causal[..., None], diff, torch.full_like(diff, float("-inf"))).exp()
     scores = torch.einsum("bhtd,bhsd,bhtsd->bhts", q, k, decay)
-    return scores @ v
+    return (scores @ v).to(out_dtype)
 
 
 def gla_chunked(q, k, v, log_alpha, chunk: int = 32):
@@ -207,8 +254,11 @@ def gla_chunked(q, k, v, log_alpha, chunk: int = 32):
     Within a chunk, ``q_t exp(L_t)`` and ``k_s exp(-L_s)`` use the cumulative log-decay ``L``
     counted from the chunk start; across chunks the ``(Dk, Dv)`` state is carried. Callers keep
     ``chunk * max|log_alpha|`` well below 80 so ``exp(-L)`` stays finite in float32 (the GLA
-    block clamps ``log_alpha``).
+    block clamps ``log_alpha``). Computed in at least float32 (``exp(+-L)`` in bfloat16 would lose
+    the decay ratios), returned in ``v``'s dtype.
     """
+    out_dtype, dt = v.dtype, _compute_dtype(q.dtype)
+    q, k, v, log_alpha = q.to(dt), k.to(dt), v.to(dt), log_alpha.to(dt)
     B, H, T, Dk = q.shape
     S = q.new_zeros(B, H, Dk, v.shape[-1])
     outs = []
@@ -222,7 +272,7 @@ def gla_chunked(q, k, v, log_alpha, chunk: int = 32):
         outs.append(A @ vc + qe @ S)
         last = L[:, :, -1:, :]
         S = last.transpose(-1, -2).exp() * S + (kc * (last - L).exp()).transpose(-1, -2) @ vc
-    return torch.cat(outs, dim=2)
+    return torch.cat(outs, dim=2).to(out_dtype)
 
 
 def gla_recurrent(q, k, v, log_alpha):

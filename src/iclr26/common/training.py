@@ -32,15 +32,22 @@ class TrainResult:
 
 
 def batches(x: torch.Tensor, y: torch.Tensor, batch_size: int, generator: torch.Generator) -> Iterator:
-    """Endless shuffled minibatches of ``(x, y)`` drawn with ``generator``."""
+    """Endless shuffled minibatches of ``(x, y)`` drawn with ``generator``.
+
+    Each pass is a fresh permutation (drawn on the generator's device) cut into ``n // batch_size``
+    full batches; the last ``n % batch_size`` rows of a pass are dropped. When ``n < batch_size``
+    every batch is the whole (shuffled) set. Batches stay on ``x``'s / ``y``'s device.
+    """
     n = x.shape[0]
     if batch_size <= 0:
         raise ValueError(f"batch_size must be positive, got {batch_size}")
+    if y.shape[0] != n:
+        raise ValueError(f"x and y must have the same number of rows, got {n} and {y.shape[0]}")
     while True:
-        perm = torch.randperm(n, generator=generator)
+        perm = torch.randperm(n, generator=generator, device=generator.device)
         for i in range(0, n - batch_size + 1 if n >= batch_size else 1, batch_size):
             idx = perm[i : i + batch_size]
-            yield x[idx], y[idx]
+            yield x[idx.to(x.device)], y[idx.to(y.device)]
 
 
 def train(

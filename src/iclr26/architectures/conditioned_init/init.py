@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-__all__ = ["AttentionWeights", "attention_weights", "conditioned_init_", "mimetic_init_",
+__all__ = ["AttentionWeights", "attention_weights", "conditioned_init_", "scale_matched_init_", "mimetic_init_",
            "attention_jacobian", "attention_jacobian_condition"]
 
 
@@ -110,6 +110,38 @@ def conditioned_init_(attn: nn.Module, num_heads: int | None = None, *,
         _semi_orthogonal_(w.q[i * d_q:(i + 1) * d_q], generator)
         _semi_orthogonal_(w.k[i * d_q:(i + 1) * d_q], generator)
     w.v.copy_(torch.eye(*w.v.shape, dtype=w.v.dtype))
+    return attn
+
+
+@torch.no_grad()
+def scale_matched_init_(attn: nn.Module, num_heads: int | None = None, *,
+                        generator: torch.Generator | None = None) -> nn.Module:
+    """Control arm of :func:`conditioned_init_`: the same per-matrix scale, no conditioning. In place.
+
+    Every block that :func:`conditioned_init_` sets (each head's rows of W_Q and W_K, each head's
+    rows of W_V) is drawn i.i.d. Gaussian and rescaled to the Frobenius norm the conditioned init
+    gives it: ``sqrt(min(r, c))`` for an ``r x c`` semi-orthogonal block, the number of ones of the
+    rectangular identity's rows for W_V. The singular values then have the conditioned init's mean
+    square, but are spread (a Gaussian ``d x D`` block has condition number about
+    ``(sqrt(D) + sqrt(d)) / (sqrt(D) - sqrt(d))``, 3 at ``D = 4 d``; a square W_V is singular in the
+    limit). Separates the effect of conditioning from that of the weight scale, which for timm's
+    trunc-normal(0.02) default is about ``0.02 sqrt(D)`` times smaller. Biases and W_O keep their values.
+    """
+    w = attention_weights(attn, num_heads)
+    d_q = w.q.shape[0] // w.num_heads
+    d_v = w.v.shape[0] // w.num_heads
+
+    def fill_(block: torch.Tensor, frob: float) -> None:
+        g = torch.randn(block.shape, generator=generator, dtype=torch.float64)
+        block.copy_((g * (frob / g.norm())).to(block.dtype))
+
+    n_in = w.v.shape[1]
+    for i in range(w.num_heads):
+        for mat in (w.q, w.k):
+            blk = mat[i * d_q:(i + 1) * d_q]
+            fill_(blk, math.sqrt(min(blk.shape)))
+        ones = max(0, min((i + 1) * d_v, n_in) - i * d_v)      # ones of eye(out, in) in these rows
+        fill_(w.v[i * d_v:(i + 1) * d_v], math.sqrt(ones))
     return attn
 
 

@@ -10,12 +10,12 @@ Measurements (all per seed):
   quarter of the KAN-TK eigenvectors ("structured"), random labels, and labels in the bottom quarter
   ("anti"), all from the same initialisation (Thm 4.6: rate set by the label's spectrum).
 - ``thm46_r2``: R^2 between the observed log residual curve and Thm 4.6's prediction from H(0).
-- ``alpha_shift``: ||alpha(T) - alpha(0)||_inf after GD to convergence at the narrowest and the
-  widest width of the scan (largest n): the lazy-training shift the paper shows shrinking with m.
+- ``alpha_shift``: ||alpha(T) - alpha(0)||_inf after GD to convergence at a narrow and a wide
+  width (n = ``shift_n``): the lazy-training shift the paper shows shrinking with m.
 - ``width_exponent``: slope of log(width needed) against log(n), for the KAN and for the ReLU net.
-  Width needed at a given n = the width at which the largest kernel drift during training,
-  max_t ||H(t) - H(0)||_2, falls to lambda_min(H(0)) / 2, the condition the proofs of Thm 4.2 and of
-  Du et al. (2019) need; it is read off a log-log fit of the drift over a grid of widths.
+  Width needed at a given n = the smallest width on a grid at which full-batch GD (step
+  1/lambda_max(H(0))) reaches zero training error, L(T)/L(0) <= ``zero_tol``, within ``width_steps``
+  steps, measured directly by training every grid width in increasing order until one succeeds.
 """
 from __future__ import annotations
 
@@ -39,12 +39,17 @@ from .layers import (
 
 SCALES = {
     "smoke": dict(d=5, n=8, width=32, eps=1e-3, label_steps=20, max_steps=150,
-                  scan_n=(4, 8), scan_m=(16, 48), drift_checks=5),
+                  shift_n=8, shift_m=(16, 48), scan_n=(4, 8), grid_m=(2, 4, 8), width_steps=100,
+                  zero_tol=1e-3),
     "quick": dict(d=10, n=32, width=512, eps=1e-4, label_steps=150, max_steps=3000,
-                  scan_n=(8, 16, 32), scan_m=(16, 64, 256), drift_checks=20),
+                  shift_n=32, shift_m=(16, 256), scan_n=(8, 16, 32, 64),
+                  grid_m=(2, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256), width_steps=1500,
+                  zero_tol=1e-3),
     # Section 5 of the paper: n = 100, d = 100, m from 500 to 32000 (FastKAN); not run in CI.
     "paper": dict(d=100, n=100, width=32000, eps=1e-6, label_steps=500, max_steps=20000,
-                  scan_n=(25, 50, 100), scan_m=(500, 2000, 8000, 32000), drift_checks=50),
+                  shift_n=100, shift_m=(500, 32000), scan_n=(25, 50, 100, 200),
+                  grid_m=(2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192), width_steps=20000,
+                  zero_tol=1e-6),
 }
 SEEDS = {"smoke": 1, "quick": 6, "paper": 10}
 
@@ -68,26 +73,35 @@ def _relu(d: int, m: int, gen: torch.Generator) -> TwoLayerReLU:
     return TwoLayerReLU(d, m, init_std=1.0, symmetric_init=True, generator=gen).to(DTYPE)
 
 
-def gradient_descent(model, x, y, steps: int, eta: float, kernel_fn=None, drift_every: int = 0):
+class _Reached(Exception):
+    """Raised by the GD callback to stop once the loss ratio target is met."""
+
+
+def gradient_descent(model, x, y, steps: int, eta: float, stop_ratio: float | None = None) -> np.ndarray:
     """Full-batch GD on L = 1/2 ||y - u||^2 over the trainable (first-layer) parameters.
 
-    Returns the loss L(t) for t = 0..steps and, when ``kernel_fn`` is given, the largest
-    ||H(t) - H(0)||_2 seen at every ``drift_every`` steps and at the end.
+    Returns the loss L(t) for t = 0..T: T = ``steps``, or the first t with L(t)/L(0) <= ``stop_ratio``
+    (found one update later, when that step's loss is computed; the extra update is not recorded).
     """
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.SGD(params, lr=eta)
-    h0 = kernel_fn(model, x) if kernel_fn is not None else None
-    drift = [0.0]
 
-    def callback(step, mdl, loss):
-        if h0 is not None and (step % drift_every == 0 or step == steps):
-            drift.append(float(torch.linalg.matrix_norm(kernel_fn(mdl, x) - h0, 2)))
+    def loss_fn(mdl, b):
+        return 0.5 * ((mdl(b[0]) - b[1]) ** 2).sum()
 
-    res = train(model, opt, itertools.repeat((x, y)), steps,
-                lambda mdl, b: 0.5 * ((mdl(b[0]) - b[1]) ** 2).sum(),
-                callback=callback, eval_fn=lambda mdl: {"loss": float(0.5 * ((mdl(x) - y) ** 2).sum())})
-    losses = np.array(res.losses + [res.evals[-1][1]["loss"]])
-    return losses, max(drift)
+    seen = []
+
+    def callback(step, mdl, loss):          # loss = L(step - 1), computed before this step's update
+        seen.append(loss)
+        if stop_ratio is not None and loss <= stop_ratio * seen[0]:
+            raise _Reached
+
+    try:
+        res = train(model, opt, itertools.repeat((x, y)), steps, loss_fn, callback=callback,
+                    eval_fn=lambda mdl: {"loss": float(loss_fn(mdl, (x, y)))})
+    except _Reached:
+        return np.array(seen)
+    return np.array(res.losses + [res.evals[-1][1]["loss"]])
 
 
 def _steps_to(eps: float, eta: float, lam_min: float, cap: int) -> int:
@@ -96,44 +110,56 @@ def _steps_to(eps: float, eta: float, lam_min: float, cap: int) -> int:
     return int(min(cap, max(1, math.ceil(math.log(1.0 / eps) / rate))))
 
 
-def _drift_at(arch: str, x: torch.Tensor, y: torch.Tensor, m: int, cfg: dict, gen: torch.Generator):
-    """Relative kernel drift max_t ||H(t) - H(0)|| / lambda_min(H(0)) of one GD run to eps, and the
-    lazy-training shift ||theta(T) - theta(0)||_inf of the trained first-layer weights."""
-    n, d = x.shape
-    model, kfn = (_kan(d, m, gen), kan_tangent_kernel) if arch == "kan" else (_relu(d, m, gen), relu_tangent_kernel)
+def _model(arch: str, d: int, m: int, gen: torch.Generator):
+    return (_kan(d, m, gen), kan_tangent_kernel) if arch == "kan" else (_relu(d, m, gen), relu_tangent_kernel)
+
+
+def lazy_shift(x: torch.Tensor, y: torch.Tensor, m: int, cfg: dict, gen: torch.Generator) -> float:
+    """||alpha(T) - alpha(0)||_inf of a KAN of width ``m`` after GD (eta = 1/lambda_max(H(0))) until the
+    linearised residual has shrunk by sqrt(eps) (capped at ``max_steps``)."""
+    model, kfn = _model("kan", x.shape[1], m, gen)
     lam = torch.linalg.eigvalsh(kfn(model, x))
-    lam_min, lam_max = float(lam[0]), float(lam[-1])
-    if lam_min <= 1e-10 * lam_max:
-        return float("inf"), float("nan")
-    theta0 = next(model.parameters()).detach().clone()
-    eta = 1.0 / lam_max
-    steps = _steps_to(cfg["eps"] ** 0.5, eta, lam_min, cfg["max_steps"])
-    _, drift = gradient_descent(model, x, y, steps, eta, kfn, max(1, steps // cfg["drift_checks"]))
-    shift = float((next(model.parameters()).detach() - theta0).abs().max())
-    return drift / lam_min, shift
+    theta0 = model.alpha.detach().clone()
+    eta = 1.0 / float(lam[-1])
+    gradient_descent(model, x, y, _steps_to(cfg["eps"] ** 0.5, eta, float(lam[0]), cfg["max_steps"]), eta)
+    return float((model.alpha.detach() - theta0).abs().max())
 
 
-def width_exponent(arch: str, cfg: dict, gen: torch.Generator) -> tuple[float, list]:
-    """Slope of log(width needed) on log(n), width needed from a log-log fit of the drift in m."""
-    d = cfg["d"]
-    needed, rows = [], []
+def width_needed(arch: str, x: torch.Tensor, y: torch.Tensor, cfg: dict, gen: torch.Generator) -> tuple[float, list]:
+    """Smallest width on ``grid_m`` at which GD reaches zero training error (L(T)/L(0) <= zero_tol)
+    within ``width_steps`` steps, trying widths in increasing order. Returns (width, runs); a scan in
+    which no width succeeds returns twice the largest grid width (a lower bound, flagged in runs)."""
+    runs = []
+    for m in cfg["grid_m"]:
+        model, kfn = _model(arch, x.shape[1], m, gen)
+        lam_max = float(torch.linalg.eigvalsh(kfn(model, x))[-1])
+        if not lam_max > 0:      # no hidden unit active on any point (narrow ReLU): the gradient is zero
+            runs.append({"m": m, "loss_ratio": 1.0, "steps": 0})
+            continue
+        losses = gradient_descent(model, x, y, cfg["width_steps"], 1.0 / lam_max, stop_ratio=cfg["zero_tol"])
+        ratio = float(losses[-1] / losses[0])
+        runs.append({"m": m, "loss_ratio": ratio, "steps": len(losses) - 1})
+        if ratio <= cfg["zero_tol"]:
+            return float(m), runs
+    runs.append({"censored": True})
+    return 2.0 * cfg["grid_m"][-1], runs
+
+
+def width_exponent(cfg: dict, gen: torch.Generator) -> tuple[dict, list]:
+    """Slopes of log(width needed) on log(n) for the KAN and the ReLU network, on the same data."""
+    needed = {"kan": [], "relu": []}
+    rows = []
     for n in cfg["scan_n"]:
-        x = _sphere(n, d, gen)
+        x = _sphere(n, cfg["d"], gen)
         y = torch.randn(n, generator=gen, dtype=DTYPE)
-        runs = [_drift_at(arch, x, y, m, cfg, gen) for m in cfg["scan_m"]]
-        drifts = [r[0] for r in runs]
-        rows.append({"n": n, "drift": drifts, "shift": [r[1] for r in runs]})
-        ok = [(math.log(m), math.log(v)) for m, v in zip(cfg["scan_m"], drifts) if np.isfinite(v) and v > 0]
-        if len(ok) >= 2:
-            lm, lv = np.array(ok).T
-            slope, icpt = np.polyfit(lm, lv, 1)
-            slope = min(slope, -1e-3)  # drift must fall with width; a flat fit means "very wide"
-        else:  # one usable width: assume the m^{-1/2} concentration rate of the kernel at init
-            slope = -0.5
-            icpt = ok[0][1] - slope * ok[0][0] if ok else math.log(1e6)
-        needed.append((math.log(0.5) - icpt) / slope)
-    exponent = float(np.polyfit(np.log(cfg["scan_n"]), needed, 1)[0])
-    return exponent, [dict(r, log_width_needed=float(v)) for r, v in zip(rows, needed)]
+        row = {"n": n}
+        for arch in needed:
+            m, runs = width_needed(arch, x, y, cfg, gen)
+            needed[arch].append(m)
+            row[arch] = {"width_needed": m, "runs": runs}
+        rows.append(row)
+    logn = np.log(cfg["scan_n"])
+    return {a: float(np.polyfit(logn, np.log(v), 1)[0]) for a, v in needed.items()}, rows
 
 
 def run(scale: str, seed: int) -> dict:
@@ -163,7 +189,7 @@ def run(scale: str, seed: int) -> dict:
 
     steps = _steps_to(cfg["eps"], eta, lam[0], cfg["max_steps"])
     y = torch.tensor(labels["random"], dtype=DTYPE)
-    losses, _ = gradient_descent(model, x, y, steps, eta)
+    losses = gradient_descent(model, x, y, steps, eta)
     resid = np.sqrt(2 * losses)
     t = np.arange(len(losses))
     pred = predicted_residual(H0, labels["random"], eta, t)
@@ -176,20 +202,23 @@ def run(scale: str, seed: int) -> dict:
     for kind in ("structured", "anti"):
         mdl = _kan(d, m, gen)
         mdl.load_state_dict(init)
-        ls, _ = gradient_descent(mdl, x, torch.tensor(labels[kind], dtype=DTYPE), T, eta)
+        ls = gradient_descent(mdl, x, torch.tensor(labels[kind], dtype=DTYPE), T, eta)
         ratio[kind] = float(math.sqrt(ls[-1] / ls[0]))
 
+    # --- lazy-training shift: narrow vs wide KAN on the same data ------------------------------
+    xs = _sphere(cfg["shift_n"], d, gen)
+    ys = torch.randn(cfg["shift_n"], generator=gen, dtype=DTYPE)
+    shift = [lazy_shift(xs, ys, mm, cfg, gen) for mm in cfg["shift_m"]]
+
     # --- width needed vs n: KAN against ReLU under the same protocol -------------------------
-    exp_kan, rows_kan = width_exponent("kan", cfg, gen)
-    shift = rows_kan[-1]["shift"]  # largest n: ||alpha(T) - alpha(0)||_inf at the narrowest and widest m
-    exp_relu, rows_relu = width_exponent("relu", cfg, gen)
+    exponents, width_rows = width_exponent(cfg, gen)
 
     return {
         "metrics": {
             "log10_loss_ratio": {"kan": float(np.log10(max(losses[-1], 1e-300) / losses[0]))},
             "residual_ratio": ratio,
             "thm46_r2": {"kan": float(r2)},
-            "width_exponent": {"kan": exp_kan, "relu": exp_relu},
+            "width_exponent": exponents,
             "alpha_shift": {"wide": shift[-1], "narrow": shift[0]},
         },
         "info": {
@@ -197,6 +226,8 @@ def run(scale: str, seed: int) -> dict:
             "lambda_min": float(lam[0]), "lambda_max": float(lam[-1]),
             "loss_curve": [float(v) for v in losses[:: max(1, len(losses) // 50)]],
             "predicted_curve": [float(v) ** 2 / 2 for v in pred[:: max(1, len(pred) // 50)]],
-            "width_scan": {"widths": list(cfg["scan_m"]), "kan": rows_kan, "relu": rows_relu},
+            "alpha_shift_widths": list(cfg["shift_m"]),
+            "width_scan": {"grid": list(cfg["grid_m"]), "zero_tol": cfg["zero_tol"],
+                           "steps": cfg["width_steps"], "rows": width_rows},
         },
     }
