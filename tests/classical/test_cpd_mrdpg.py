@@ -150,6 +150,204 @@ def test_rejects_bad_input():
         seeded_intervals(20, alpha=1.0)
 
 
+def _brute_force_refine(model, A, B, nu):
+    """eta_k = argmin over s_k < eta < e_k of the least-squares cost, by direct summation (README, Refinement)."""
+    Th = A.shape[0]
+    bounds = [0, *nu, Th]
+    out = []
+    for k in range(1, len(bounds) - 1):
+        s, e = (bounds[k - 1] + bounds[k]) // 2, -(-(bounds[k] + bounds[k + 1]) // 2)
+        Pl, Pr = (model._estimate(B[a:b].mean(axis=0)) for a, b in ((bounds[k - 1], bounds[k]), (bounds[k], bounds[k + 1])))
+        ml, mr = bounds[k] - bounds[k - 1], bounds[k + 1] - bounds[k]
+        if model.ranks is None:   # raw means: ||P||^2 replaced by its unbiased estimate
+            adj_l = np.sum((ml * Pl ** 2 - Pl) / (ml - 1)) - np.sum(Pl ** 2)
+            adj_r = np.sum((mr * Pr ** 2 - Pr) / (mr - 1)) - np.sum(Pr ** 2)
+        else:
+            adj_l = adj_r = 0.0
+        best, arg = np.inf, None
+        for eta in range(s + 1, e):
+            cost = sum(np.sum((A[t] - Pl) ** 2) + adj_l for t in range(s, eta))
+            cost += sum(np.sum((A[t] - Pr) ** 2) + adj_r for t in range(eta, e))
+            if cost < best - 1e-9:
+                best, arg = cost, eta
+        out.append(arg)
+    return out
+
+
+@pytest.mark.parametrize("ranks", [(2, 2, 2), None])
+def test_refinement_matches_brute_force_least_squares(ranks):
+    rng = np.random.default_rng(3)
+    n, L, Th = 8, 2, 24
+    P1, P2 = rng.uniform(0.2, 0.5, (n, n, L)), rng.uniform(0.4, 0.8, (n, n, L))
+    P = np.stack([P1] * 9 + [P2] * 8 + [P1] * 7)           # changes at half-times 9 and 17
+    A = (rng.random((Th, n, n, L)) < P).astype(float)
+    B = (rng.random((Th, n, n, L)) < P).astype(float)
+    model = MRDPGChangePoint(ranks=ranks)
+    model._A, model._B = A, B
+    for nu in ([8, 18], [10, 15], [9]):
+        assert model._refine(nu) == _brute_force_refine(model, A, B, nu)
+
+
+def test_raw_squared_norm_is_unbiased():
+    rng = np.random.default_rng(0)
+    P = rng.uniform(0.05, 0.95, (6, 6, 2))
+    m = 4
+    Bbar = (rng.random((20000, m, *P.shape)) < P).mean(axis=1)
+    raw = MRDPGChangePoint(ranks=None)
+    est = np.mean([raw._squared_norm(b, m) for b in Bbar])
+    plain = np.mean(np.sum(Bbar ** 2, axis=(1, 2, 3)))
+    target = np.sum(P ** 2)
+    assert est == pytest.approx(target, rel=0.01)
+    # the plain squared norm overstates it by sum P (1 - P) / m
+    assert plain - target == pytest.approx(np.sum(P * (1 - P)) / m, rel=0.05)
+    # TH-PCA estimates (the paper's refinement) enter unchanged; a single graph cannot be corrected
+    assert MRDPGChangePoint()._squared_norm(P, m) == pytest.approx(target)
+    assert raw._squared_norm(P, 1) == pytest.approx(target)
+
+
+def test_raw_refinement_is_not_pulled_to_the_shorter_segment():
+    # one weak change at half-time 12 of 48 (segments 12 and 36 long), stage 1 handed the truth: with the
+    # plain ||Bbar||^2 the argmin drifts towards the short left segment; the corrected cost does not
+    rng = np.random.default_rng(11)
+    n, L, Th, c = 30, 2, 48, 12
+    P1 = rng.uniform(0.3, 0.6, (n, n, L))
+    P2 = np.clip(P1 + rng.normal(0, 0.08, P1.shape), 0.01, 0.99)
+    errors = []
+    for _ in range(12):
+        P = np.stack([P1] * c + [P2] * (Th - c))
+        model = MRDPGChangePoint(ranks=None)
+        model._A = (rng.random((Th, n, n, L)) < P).astype(float)
+        model._B = (rng.random((Th, n, n, L)) < P).astype(float)
+        errors.append(model._refine([c])[0] - c)
+    assert abs(np.mean(errors)) <= 1.5 and np.median(np.abs(errors)) <= 1
+
+
+def test_rejects_non_binary_and_odd_length():
+    A, _, _ = simulate_dmrdpg(T=40, n=10, L=2, d=2, change_points=(20,), random_state=0)
+    weighted = A.copy()
+    weighted[3, 1, 2, 0] = 0.5
+    with pytest.raises(ValueError, match="binary adjacency"):
+        MRDPGChangePoint().fit(weighted)
+    negative = A.copy()
+    negative[5, 0, 1, 1] = -1
+    with pytest.raises(ValueError, match=r"binary adjacency.*min -1"):
+        MRDPGChangePoint().fit(negative)
+    with pytest.raises(ValueError, match="T must be even.*T = 39"):
+        MRDPGChangePoint().fit(A[:39])
+    MRDPGChangePoint(ranks=(2, 2, 2)).fit(A[:38])       # even lengths are fine
+
+
+def _direct_D(X, Y, s, e, t):
+    """D_{s,e}(t) = |<A~_{s,e}(t), B~_{s,e}(t)>| summed term by term (README, CUSUM); X[u - 1] is time u."""
+    a, b = np.sqrt((e - t) / ((e - s) * (t - s))), np.sqrt((t - s) / ((e - s) * (e - t)))
+    At = a * X[s:t].sum(axis=0) - b * X[t:e].sum(axis=0)
+    Bt = a * Y[s:t].sum(axis=0) - b * Y[t:e].sum(axis=0)
+    return abs(np.sum(At * Bt))
+
+
+def test_stage1_candidates_match_direct_cusum():
+    # T = 140 (70 per half): the longest seeded intervals exceed 64 and are trimmed by 2 at each end
+    A, _, _ = simulate_dmrdpg(T=140, n=6, L=2, d=2, change_points=(50, 96), jump=0.6, random_state=2)
+    model = MRDPGChangePoint(ranks=(2, 2, 2), min_len=5, threshold=1e9).fit(A)
+    half_A, half_B = A[1::2].astype(float), A[0::2].astype(float)
+    rows = []
+    for s0, e0 in seeded_intervals(70, np.sqrt(0.5), 5):
+        eps = int(np.ceil((e0 - s0) / 64))
+        s, e = s0 + eps, e0 - eps
+        if e - s <= 1:
+            continue
+        D = {t: _direct_D(half_A, half_B, s, e, t) for t in range(s + 1, e)}
+        rows.append((D, s, e))
+    assert any(e - s > 64 for _, s, e in rows) and any(s == 2 for _, s, e in rows)   # a trimmed long interval
+    assert model.candidates_.shape == (len(rows), 4)
+    for (D, s, e), (t, gain, s_m, e_m) in zip(rows, model.candidates_):
+        assert (s_m, e_m) == (s, e)
+        assert gain == pytest.approx(max(D.values()), rel=1e-9)
+        assert D[int(t)] == pytest.approx(max(D.values()), rel=1e-9)   # t attains the maximum (ties exist)
+    assert model.stage1_half_.size == 0          # nothing clears a threshold of 1e9
+
+
+def test_threshold_rate_and_explicit_value():
+    A, _, _ = simulate_dmrdpg(T=40, n=10, L=3, d=2, change_points=(20,), random_state=0)
+    m = MRDPGChangePoint(threshold_c=0.2).fit(A)
+    assert m.threshold_ == pytest.approx(0.2 * 10 * np.sqrt(3) * np.log(20) ** 1.5)
+    m = MRDPGChangePoint(threshold=7.5).fit(A)
+    assert m.threshold_ == 7.5
+    assert isinstance(m.threshold_, float)
+
+
+def test_confidence_intervals_by_hand():
+    # a weak jump: wide intervals; every quantity recomputed from the definitions (README, Limiting distribution)
+    A, _, _ = simulate_dmrdpg(T=80, n=16, L=2, d=2, change_points=(40,), jump=0.5, random_state=4)
+    model = MRDPGChangePoint(ranks=(2, 2, 2), n_sim=300, random_state=9).fit(A)
+    assert model.half_change_points_.size == 1
+    cis = model.confidence_intervals(level=0.9)
+    half_A, half_B = A[1::2].astype(float), A[0::2].astype(float)
+    eta = int(model.half_change_points_[0])
+    Pl, Pr = th_pca(half_B[:eta].mean(axis=0), (2, 2, 2)), th_pca(half_B[eta:].mean(axis=0), (2, 2, 2))
+    kappa = np.linalg.norm(Pr - Pl)
+    psi = (Pr - Pl) / kappa
+    sig_l = np.sqrt(sum(np.sum((half_A[t] - Pl) * psi) ** 2 for t in range(eta)) / (eta - 1))
+    sig_r = np.sqrt(sum(np.sum((half_A[t] - Pr) * psi) ** 2 for t in range(eta, 40)) / (40 - eta - 1))
+    ci = cis[0]
+    assert ci.estimate == 2 * eta
+    assert (ci.kappa, ci.sigma_left, ci.sigma_right) == (pytest.approx(kappa), pytest.approx(sig_l), pytest.approx(sig_r))
+    # the simulated quantiles move with the last digits of sigma (a path's argmin can flip), so they are drawn
+    # with the sigmas just checked and the estimator's random stream
+    q = limiting_quantiles(ci.sigma_left, ci.sigma_right, (0.05, 0.95), 300, np.random.default_rng(9))
+    assert ci.lower == pytest.approx(2 * (eta - q[1] / kappa ** 2))
+    assert ci.upper == pytest.approx(2 * (eta - q[0] / kappa ** 2))
+    assert ci.lower < ci.estimate < ci.upper
+
+
+def test_confidence_interval_without_a_jump_is_unbounded():
+    model = MRDPGChangePoint(ranks=None, n_sim=100, random_state=0)
+    rng = np.random.default_rng(0)
+    A = (rng.random((12, 5, 5, 2)) < 0.3).astype(float)
+    model._A, model._B = A, np.repeat(A[:1], 12, axis=0)         # identical B graphs: both segment means agree
+    model.half_change_points_, model.change_points_ = np.array([6, 9]), np.array([12, 18])
+    cis = model.confidence_intervals()
+    assert [c.estimate for c in cis] == [12, 18]
+    for c in cis:
+        assert (c.lower, c.upper, c.kappa) == (-np.inf, np.inf, 0.0) and np.isnan(c.sigma_left) and np.isnan(c.sigma_right)
+
+
+@pytest.mark.parametrize("level", [0, 1, 1.5, -0.2, "0.9"])
+def test_rejects_bad_level(level):
+    A, _, _ = simulate_dmrdpg(T=40, n=10, L=2, d=2, change_points=(20,), random_state=0)
+    m = MRDPGChangePoint(ranks=(2, 2, 2), n_sim=100).fit(A)
+    with pytest.raises(ValueError, match=r"^level must lie in \(0, 1\), got "):
+        m.confidence_intervals(level)
+
+
+def test_validation_messages_and_boundaries():
+    A, _, _ = simulate_dmrdpg(T=40, n=10, L=2, d=2, change_points=(20,), random_state=0)
+    with pytest.raises(ValueError, match=r"^the sequence is too short: T = 10 < 12$"):
+        MRDPGChangePoint().fit(A[:10])
+    MRDPGChangePoint(ranks=(1, 1, 1), n_sim=50).fit(A[:12])          # T = 2 (min_len + 2) is enough
+    with pytest.raises(ValueError, match=r"^A contains NaN or infinite entries$"):
+        MRDPGChangePoint().fit(np.where(np.arange(40)[:, None, None, None] == 3, np.nan, A))
+    bad = A.copy()
+    bad[2, 0, 0, 0], bad[7, 1, 0, 1] = 0.25, 3.0
+    with pytest.raises(ValueError, match=r"found 2 other entries, e\.g\. 0\.25 \(min 0\): binarise weighted networks first$"):
+        MRDPGChangePoint().fit(bad)
+    with pytest.raises(RuntimeError, match=r"^this MRDPGChangePoint is not fitted yet: call fit\(A\) first$"):
+        MRDPGChangePoint().confidence_intervals()
+    # boundaries that are allowed
+    MRDPGChangePoint(min_len=2, threshold=0.5, alpha=0.5, n_sim=50).fit(A)
+
+
+@pytest.mark.parametrize("kw, word", [({"ranks": (0, 2, 2)}, "ranks"), ({"ranks": (2.0, 2, 2)}, "ranks"),
+                                      ({"threshold": 0}, "threshold"), ({"alpha": 1.0}, "alpha"),
+                                      ({"alpha": 0.0}, "alpha"), ({"alpha": "x"}, "alpha"),
+                                      ({"min_len": 2.5}, "min_len"), ({"min_len": "4"}, "min_len"),
+                                      ({"n_sim": 49}, "n_sim"), ({"n_sim": 100.0}, "n_sim")])
+def test_rejects_boundary_parameters(kw, word):
+    A, _, _ = simulate_dmrdpg(T=40, n=10, L=2, d=2, change_points=(20,), random_state=0)
+    with pytest.raises(ValueError, match=f"^{word} must"):
+        MRDPGChangePoint(**kw).fit(A)
+
+
 def test_smoke_experiment():
     out = run("smoke", 0)
     assert out["metrics"]["k_correct"]["lowrank"] == [1.0]

@@ -11,6 +11,7 @@ from iclr26.classical.crc import (
     ConformalRobustnessControl,
     SimplexPortfolio,
     conformal_radius,
+    min_calibration_size,
     smoothed_indicator,
 )
 from iclr26.classical.crc.experiment import sample
@@ -76,29 +77,121 @@ def test_conformal_radius_finite_sample_guarantee_by_simulation():
     assert abs(np.mean(hits) - 0.9) < 0.01
 
 
-def test_calibrated_crc_robustness_on_fresh_data():
-    X, Y = _data(300, 1)
+@pytest.fixture(scope="module")
+def fitted():
+    """CRC and CRO fitted once on 1,000 draws (short training: the guarantees below hold for any fit)."""
+    X, Y = _data(1000, 1)
+    crc = ConformalRobustnessControl(alpha=0.1, steps=300, batch_size=1000, random_state=0).fit(X, Y)
+    cro = ConformalCRO(alpha=0.1, steps=300, random_state=0).fit(X, Y)
+    return X, Y, crc, cro
+
+
+def _calibration_draws(est, metric, draws=300, n_cal=99, n_test=400, seed=11):
+    """Per draw: calibrate on n_cal fresh rows, measure ``metric`` on n_test fresh rows."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(draws):
+        Xc, Yc = sample(n_cal, rng)
+        Xt, Yt = sample(n_test, rng)
+        est.calibrate(Xc, Yc)
+        out.append(metric(est, Xt, Yt))
+    return np.array(out)
+
+
+def test_calibrated_crc_robustness_is_one_minus_alpha_within_monte_carlo_error(fitted):
+    # Thm 4.1 with continuous scores: given the fitted set, P{robust} = ceil((1 - alpha)(n + 1)) / (n + 1)
+    # exactly; n = 99, alpha = 0.1 -> 90 / 100 = 0.9. Per draw the test robustness is Beta(90, 10) plus
+    # binomial noise (sd ~0.033), so the mean of 300 draws has s.e. ~0.0019.
+    _, _, crc, _ = fitted
+    rob = _calibration_draws(crc, lambda e, X, Y: e.score(X, Y))
+    se = np.sqrt((90 * 10 / (100**2 * 101) + 0.09 / 400) / rob.size)
+    assert abs(rob.mean() - 0.9) < 4 * se
+    assert 0.02 < rob.std() < 0.05  # the calibration draw matters: one radius per calibration set
+
+
+def test_cro_coverage_is_one_minus_alpha_within_monte_carlo_error(fitted):
+    _, _, _, cro = fitted
+    cov = _calibration_draws(cro, lambda e, X, Y: e.coverage(X, Y), seed=12)
+    se = np.sqrt((90 * 10 / (100**2 * 101) + 0.09 / 400) / cov.size)
+    assert abs(cov.mean() - 0.9) < 4 * se
+    Xt, Yt = _data(4000, 6)
+    assert cro.score(Xt, Yt) >= cro.coverage(Xt, Yt) - 1e-12  # coverage implies robustness
+
+
+def test_calibration_moves_only_the_certificate(fitted):
+    X, Y, crc, _ = fitted
     Xc, Yc = _data(400, 2)
-    Xt, Yt = _data(4000, 3)
-    crc = ConformalRobustnessControl(alpha=0.1, **FAST).fit(X, Y).calibrate(Xc, Yc)
-    rob = crc.score(Xt, Yt)
-    assert 0.85 < rob < 0.95  # 1 - alpha = 0.9, calibration sd ~ 0.015
-    # calibration only adds the radius to the certificate; the decision is unchanged
-    crc2 = ConformalRobustnessControl(alpha=0.1, **FAST).fit(X, Y)
-    z0, r0 = crc2.decide(Xt)
+    Xt, _ = _data(1000, 3)
+    crc.radius_ = 0.0
+    z0, r0 = crc.decide(Xt)
+    crc.calibrate(Xc, Yc)
     z1, r1 = crc.decide(Xt)
     assert np.array_equal(z0, z1)
-    np.testing.assert_allclose(r1 - r0, crc.radius_, atol=1e-10)
+    # every lower bound moves by the radius (a half-width clamped at 0 moves less when the radius is < 0)
+    shift = r1 - r0
+    assert np.all(np.abs(shift) <= abs(crc.radius_) + 1e-10)
+    assert np.mean(np.isclose(shift, crc.radius_, atol=1e-10)) > 0.99
+    # the radius is the conformal quantile of the calibration scores phi(Y, z(X)) - r(X) at radius 0
+    crc.radius_ = 0.0
+    z, r = crc.decide(Xc)
+    scores = crc.problem_.loss(Yc, z) - r
+    crc.calibrate(Xc, Yc)
+    assert crc.radius_ == conformal_radius(scores, 0.1)
+    assert crc.n_calibration_ == 400
 
 
-def test_cro_box_has_conformal_coverage_and_is_robust():
-    X, Y = _data(300, 4)
-    Xc, Yc = _data(400, 5)
-    Xt, Yt = _data(4000, 6)
-    cro = ConformalCRO(alpha=0.1, **FAST).fit(X, Y).calibrate(Xc, Yc)
-    cov = cro.coverage(Xt, Yt)
-    assert 0.85 < cov < 0.95
-    assert cro.score(Xt, Yt) >= cov - 1e-12  # coverage implies robustness
+def test_lagrangian_training_meets_the_robustness_constraint(fitted):
+    # Alg. 1: the robustness constraint binds at the optimum, so the training robustness sits near
+    # 1 - alpha with a positive multiplier; without the constraint the widths collapse (robustness ~0.5)
+    X, Y, crc, _ = fitted
+    crc.radius_ = 0.0
+    assert 0.85 < crc.score(X, Y) < 0.97  # Alg. 1 alone: near, not at, 1 - alpha (calibration fixes the rest)
+    assert crc.dual_ > 1.0
+    assert len(crc.train_losses_) == 300
+    lo, hi = crc.predict_set(X)
+    assert np.all(hi - lo > 0)
+    free = ConformalRobustnessControl(alpha=0.1, steps=300, batch_size=1000, dual_lr=1e-9, random_state=0).fit(X, Y)
+    assert free.dual_ < 1e-6
+    assert free.score(X, Y) < 0.8 and free.decide(X)[1].mean() < crc.decide(X)[1].mean()
+
+
+def test_lower_alpha_gives_wider_sets_and_higher_robustness(fitted):
+    X, Y, crc, _ = fitted
+    strict = ConformalRobustnessControl(alpha=0.02, steps=300, batch_size=1000, random_state=0).fit(X, Y)
+    crc.radius_ = 0.0
+    assert strict.score(X, Y) > crc.score(X, Y)
+    assert strict.decide(X)[1].mean() > crc.decide(X)[1].mean() + 0.05
+
+
+def test_min_calibration_size_matches_the_conformal_rank():
+    for alpha in (0.5, 0.3, 0.2, 0.1, 0.05, 0.01):
+        n = min_calibration_size(alpha)
+        assert math.isfinite(conformal_radius(np.arange(float(n)), alpha))
+        assert n == 1 or math.isinf(conformal_radius(np.arange(float(n - 1)), alpha))
+    assert (min_calibration_size(0.1), min_calibration_size(0.05), min_calibration_size(0.3)) == (9, 19, 3)
+
+
+def test_too_small_calibration_set_says_so(fitted):
+    _, _, crc, cro = fitted
+    Xc, Yc = _data(9, 4)
+    for est in (crc, cro):
+        with pytest.raises(ValueError, match=r"^calibration set too small: 8 rows cannot certify level "
+                                             r"1 - alpha = 0.9 .*alpha = 0.1 needs at least 9 rows$"):
+            est.calibrate(Xc[:8], Yc[:8])
+        est.calibrate(Xc, Yc)  # 9 rows: the largest score is the radius
+    assert cro.radius_ == pytest.approx(float(np.max(np.abs(Yc - cro._scale(torch.from_numpy(Xc))[0])
+                                                     / cro._scale(torch.from_numpy(Xc))[1])))
+
+
+def test_cro_before_calibration_raises():
+    X, Y = _data(100, 0)
+    cro = ConformalCRO(steps=5).fit(X, Y)
+    for call in (cro.score, cro.coverage, cro.robust):
+        with pytest.raises(ValueError, match=r"^This ConformalCRO instance is not calibrated yet: call "
+                                             r"calibrate\(X_cal, y_cal\) first"):
+            call(X, Y)
+    with pytest.raises(ValueError, match="not calibrated yet"):
+        cro.decide(X)
 
 
 @pytest.mark.slow
@@ -131,13 +224,28 @@ def test_sklearn_clone_and_params():
 @pytest.mark.parametrize(
     "kwargs,match",
     [
-        (dict(alpha=0.0), "alpha must lie in"),
-        (dict(alpha=1.5), "alpha must lie in"),
-        (dict(sigma=0.0), "sigma must be"),
-        (dict(steps=0), "steps must be"),
-        (dict(hidden=-1), "hidden must be"),
-        (dict(dual_lr=-1.0), "dual_lr must be"),
-        (dict(decision_problem="knapsack"), "decision_problem must be"),
+        (dict(alpha=0.0), r"^alpha must lie in \(0, 1\), got 0.0$"),
+        (dict(alpha=1.0), r"^alpha must lie in \(0, 1\), got 1.0$"),
+        (dict(alpha=1.5), "^alpha must lie in"),
+        (dict(alpha=True), r"^alpha must lie in \(0, 1\), got True$"),
+        (dict(alpha="0.1"), "^alpha must lie in"),
+        (dict(sigma=0.0), "^sigma must be a finite number > 0, got 0.0$"),
+        (dict(sigma=float("nan")), "^sigma must be a finite number > 0, got nan$"),
+        (dict(steps=0), "^steps must be an integer > 0, got 0$"),
+        (dict(steps=2.5), "^steps must be an integer > 0, got 2.5$"),
+        (dict(steps=True), "^steps must be an integer > 0, got True$"),
+        (dict(hidden=-1), "^hidden must be an integer >= 0, got -1$"),
+        (dict(hidden=1.5), "^hidden must be an integer >= 0, got 1.5$"),
+        (dict(width_hidden=-1), "^width_hidden must be an integer >= 0, got -1$"),
+        (dict(width_hidden=0.5), "^width_hidden must be an integer >= 0, got 0.5$"),
+        (dict(lr=0.0), "^lr must be a finite number > 0, got 0.0$"),
+        (dict(lr=float("inf")), "^lr must be a finite number > 0, got inf$"),
+        (dict(batch_size=0), "^batch_size must be an integer > 0, got 0$"),
+        (dict(batch_size=10.0), "^batch_size must be an integer > 0, got 10.0$"),
+        (dict(dual_lr=-1.0), "^dual_lr must be a finite number > 0, got -1.0$"),
+        (dict(decision_problem="knapsack"), r"^decision_problem must be 'portfolio' or an object with "
+                                            r"solve_box\(lo, hi\) and loss\(y, z\), got 'knapsack'$"),
+        (dict(decision_problem=object()), "^decision_problem must be 'portfolio'"),
     ],
 )
 def test_rejects_bad_parameters(kwargs, match):
@@ -148,17 +256,185 @@ def test_rejects_bad_parameters(kwargs, match):
 
 def test_rejects_bad_inputs():
     X, Y = _data(50, 0)
-    with pytest.raises(ValueError, match="different numbers of samples"):
-        ConformalCRO().fit(X, Y[:10])
-    with pytest.raises(ValueError, match="y must be 2-D"):
+    with pytest.raises(ValueError, match="^X and y have different numbers of samples: 50 vs 7$"):
+        ConformalCRO().fit(X, Y[:7])
+    with pytest.raises(ValueError, match=r"^y must be 2-D \(samples x outcomes, e\.g\. asset returns\), got shape \(50,\)$"):
         ConformalCRO().fit(X, Y[:, 0])
-    with pytest.raises(ValueError, match="not fitted"):
+    with pytest.raises(ValueError, match=r"^X must be 2-D \(samples x features\), got shape \(50,\)$"):
+        ConformalCRO().fit(X[:, 0], Y)
+    with pytest.raises(ValueError, match="^y contains NaN or infinite values$"):
+        ConformalCRO().fit(X, np.full_like(Y, np.inf))
+    with pytest.raises(ValueError, match="^This ConformalRobustnessControl instance is not fitted yet: call fit"):
         ConformalRobustnessControl().decide(X)
+    with pytest.raises(ValueError, match=r"^This ConformalCRO instance is not fitted yet: call fit\(X, y\) first$"):
+        ConformalCRO().calibrate(X, Y)
     est = ConformalRobustnessControl(steps=5).fit(X, Y)
-    with pytest.raises(ValueError, match="features"):
+    with pytest.raises(ValueError, match="^X has 3 features, the model was fitted on 5$"):
         est.decide(X[:, :3])
-    with pytest.raises(ValueError, match="NaN"):
+    with pytest.raises(ValueError, match="^X contains NaN or infinite values$"):
         est.calibrate(np.full_like(X, np.nan), Y)
+    with pytest.raises(ValueError, match="^y_cal has 3 outcomes, the model was fitted on 10$"):
+        est.calibrate(X, Y[:, :3])
+
+
+def test_lagrangian_step_equation():
+    # Alg. 1, one and two steps with a frozen set (lr ~ 0) on the full batch: the multiplier follows
+    # lambda <- max(0, lambda + eta (1 - alpha - g)), g = mean Phi((r - phi) / sigma), and the recorded
+    # Lagrangian is mean r + lambda (1 - alpha - g) with the multiplier before the step.
+    X, Y = _data(400, 21)
+    kw = dict(alpha=0.2, sigma=0.3, dual_lr=0.7, lr=1e-12, batch_size=400, random_state=3)
+    one = ConformalRobustnessControl(steps=1, **kw).fit(X, Y)
+    z, r = one.decide(X)
+    phi = one.problem_.loss(Y, z)
+    g = norm.cdf((r - phi) / 0.3).mean()
+    assert 0.8 - g > 0.05  # the constraint is violated at the start, so the multiplier moves
+    assert one.dual_ == pytest.approx(0.7 * (0.8 - g), rel=1e-6)
+    assert one.train_losses_[0] == pytest.approx(r.mean(), rel=1e-6)
+    two = ConformalRobustnessControl(steps=2, **kw).fit(X, Y)
+    assert two.dual_ == pytest.approx(2 * 0.7 * (0.8 - g), rel=1e-6)
+    assert two.train_losses_[1] == pytest.approx(r.mean() + one.dual_ * (0.8 - g), rel=1e-6)
+    # a satisfied constraint (alpha = 0.9: target 0.1) keeps the multiplier at 0
+    loose = ConformalRobustnessControl(steps=2, **dict(kw, alpha=0.9)).fit(X, Y)
+    assert loose.dual_ == 0.0
+
+
+def test_mean_predictor_is_least_squares():
+    X, Y = _data(1000, 22)
+    est = ConformalRobustnessControl(steps=400, batch_size=1000, random_state=0).fit(X, Y)
+    A = np.c_[np.ones(len(X)), X]
+    coef, *_ = np.linalg.lstsq(A, Y, rcond=None)
+    mu = est.mean_net_(torch.from_numpy(X)).detach().numpy()
+    assert np.abs(mu - A @ coef).max() < 0.05 * np.abs(A @ coef).max()
+
+
+def test_cro_scale_is_the_gaussian_likelihood_fit():
+    # the log-scale is linear in x and fitted by the Gaussian likelihood of the residuals: compare with
+    # the maximum-likelihood fit (scipy), and with the true heteroscedastic scale s0_k exp(c_k^T x / 2)
+    from scipy.optimize import minimize
+
+    from iclr26.classical.crc.experiment import population
+
+    X, Y = _data(3000, 23)
+    cro = ConformalCRO(steps=600, batch_size=1000, random_state=0).fit(X, Y)
+    mu, s = cro._scale(torch.from_numpy(X))
+    res, A = Y - mu, np.c_[np.ones(len(X)), X]
+    mle = []
+    for k in range(Y.shape[1]):
+        nll = lambda w: np.mean(A @ w + 0.5 * res[:, k] ** 2 * np.exp(-2 * (A @ w)))
+        grad = lambda w: A.T @ (1 - res[:, k] ** 2 * np.exp(-2 * (A @ w))) / len(X)
+        mle.append(A @ minimize(nll, np.zeros(A.shape[1]), jac=grad, method="L-BFGS-B").x)
+    gap = np.abs(np.log(s) - np.array(mle).T)
+    assert np.median(gap) < 0.01 and gap.max() < 0.1
+    _, _, s0, C = population()
+    true = s0 * np.exp(0.5 * X @ C.T)
+    slope = np.polyfit(np.log(true).ravel(), np.log(s).ravel(), 1)[0]
+    assert slope == pytest.approx(1.0, abs=0.05)
+    assert np.median(s / true) == pytest.approx(1.0, abs=0.1)
+
+
+def test_hidden_layers_build_an_mlp():
+    X, Y = _data(200, 24)
+    est = ConformalRobustnessControl(hidden=6, width_hidden=4, steps=5).fit(X, Y)
+    layers = [type(m).__name__ for m in est.mean_net_]
+    assert layers == ["Linear", "Tanh", "Linear"]
+    assert (est.mean_net_[0].in_features, est.mean_net_[0].out_features, est.mean_net_[2].out_features) == (5, 6, 10)
+    assert (est.width_net_[0].out_features, est.width_net_[2].in_features) == (4, 4)
+    assert isinstance(ConformalRobustnessControl(steps=5).fit(X, Y).mean_net_, torch.nn.Linear)
+
+
+def test_documented_defaults():
+    assert ConformalRobustnessControl().get_params() == dict(
+        decision_problem="portfolio", alpha=0.1, sigma=0.1, hidden=0, width_hidden=0, steps=1500, lr=1e-2,
+        dual_lr=2.0, batch_size=512, random_state=None)
+    assert ConformalCRO().get_params() == dict(
+        decision_problem="portfolio", alpha=0.1, hidden=0, steps=1500, lr=1e-2, batch_size=512, random_state=None)
+    assert ConformalCRO(random_state=4).get_params()["random_state"] == 4
+
+
+def test_random_state_seeds_the_fit():
+    X, Y = _data(200, 10)
+    lo0 = ConformalRobustnessControl(steps=20, random_state=0).fit(X, Y).predict_set(X[:5])[0]
+    lo_none = ConformalRobustnessControl(steps=20).fit(X, Y).predict_set(X[:5])[0]
+    lo1 = ConformalRobustnessControl(steps=20, random_state=1).fit(X, Y).predict_set(X[:5])[0]
+    np.testing.assert_array_equal(lo0, lo_none)  # None means seed 0
+    assert not np.allclose(lo0, lo1)
+
+
+def test_integer_inputs_are_accepted_as_floats():
+    X, Y = _data(200, 11)
+    Xi, Yi = np.round(X * 10).astype(int), np.round(Y * 10).astype(int)
+    a = ConformalRobustnessControl(steps=10, random_state=0).fit(Xi, Yi).predict_set(Xi[:4])
+    b = ConformalRobustnessControl(steps=10, random_state=0).fit(Xi.astype(float), Yi.astype(float)).predict_set(Xi[:4])
+    np.testing.assert_array_equal(a[0], b[0])
+
+
+def test_box_solution_on_single_rows_and_dtypes():
+    prob = SimplexPortfolio()
+    z, r = prob.solve_box(np.array([1, 3, 2]))  # integers: a float decision and certificate
+    assert z.tolist() == [0.0, 1.0, 0.0] and r == -3.0 and np.asarray(r).dtype == np.float64
+    assert prob.loss(np.array([0.5, -1.0, 2.0]), z) == 1.0
+    zt, rt = prob.solve_box(torch.tensor([0.2, -0.1, 0.4], dtype=torch.float64))
+    assert zt.tolist() == [0.0, 0.0, 1.0] and zt.dtype == torch.float64 and float(rt) == pytest.approx(-0.4)
+
+
+def test_robust_counts_the_boundary_and_coverage_is_closed():
+    X, Y = _data(200, 12)
+    crc = ConformalRobustnessControl(steps=10, random_state=0).fit(X, Y)
+    lo, hi = crc.predict_set(X[:20])
+    assert crc.robust(X[:20], lo).tolist() == [1.0] * 20  # phi(lo, z) = r exactly: robust
+    cro = ConformalCRO(steps=10, random_state=0).fit(X, Y).calibrate(*_data(50, 13))
+    lo, hi = cro.predict_set(X[:20])
+    assert cro.coverage(X[:20], lo) == 1.0 and cro.coverage(X[:20], hi) == 1.0
+    assert cro.coverage(X[:20], hi + 1e-9) == 0.0
+
+
+class _RecordingPortfolio(SimplexPortfolio):
+    """A user decision problem (same closed form) that records the boxes it is asked to solve."""
+
+    def __init__(self, moves=False):
+        self.calls = []
+        if moves:
+            self.enlargement_moves_decision = True
+
+    def solve_box(self, lo, hi=None):
+        self.calls.append(hi is not None)
+        return super().solve_box(lo, hi)
+
+
+class _BareProblem:
+    def loss(self, y, z):
+        return -(y * z).sum(-1)
+
+    def solve_box(self, lo, hi=None):
+        return SimplexPortfolio().solve_box(lo, hi)
+
+
+def test_user_decision_problem_is_used_and_unsupported_calibration_is_refused():
+    X, Y = _data(200, 14)
+    prob = _RecordingPortfolio()
+    crc = ConformalRobustnessControl(decision_problem=prob, steps=5).fit(X, Y)
+    assert crc.problem_ is prob
+    crc.decide(X[:3])
+    assert prob.calls[-1] is True  # decide passes the whole box
+    crc.calibrate(*_data(50, 15))
+    for problem in (_RecordingPortfolio(moves=True), _BareProblem()):
+        est = ConformalRobustnessControl(decision_problem=problem, steps=5).fit(X, Y)
+        with pytest.raises(NotImplementedError, match=r"^calibration is implemented for decision problems whose "
+                                                      r"robust decision does not move when the box grows "
+                                                      r"\(enlargement_moves_decision = False\)$"):
+            est.calibrate(*_data(50, 15))
+        assert est.radius_ == 0.0  # the uncalibrated set stays usable
+
+
+def test_failed_calibration_keeps_the_previous_radius(fitted):
+    _, _, crc, _ = fitted
+    Xc, Yc = _data(200, 16)
+    crc.calibrate(Xc, Yc)
+    before = crc.radius_
+    with pytest.raises(ValueError, match="too small"):
+        crc.calibrate(Xc[:5], Yc[:5])
+    assert crc.radius_ == before
+    crc.decide(Xc[:3])
 
 
 def test_smoke_experiment_runs():

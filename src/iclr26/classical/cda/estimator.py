@@ -60,8 +60,13 @@ def performance_score(q: np.ndarray, y: np.ndarray) -> tuple[float, float]:
         f1n = np.where(2 * tn + fn + fp > 0, 2 * tn / (2 * tn + fn + fp), 0.0)
     ps = (f1p + f1n + (tp + tn) / n) / 3
     valid = qs[1:] > qs[:-1]  # a cut must separate distinct values
-    if not valid.any():
-        return float(max(2 * pos_total / (pos_total + n), 2 * neg_total / (neg_total + n)) / 3), float(qs[0])
+    if not valid.any():  # every sample projects to one value: the only rules predict a single class
+        all_pos = (2 * pos_total / (pos_total + n) + pos_total / n) / 3
+        all_neg = (2 * neg_total / (neg_total + n) + neg_total / n) / 3
+        # predict() calls q - cut > 0 positive: a cut just below the value predicts all positive
+        if all_pos >= all_neg:
+            return float(all_pos), float(np.nextafter(qs[0], -np.inf))
+        return float(all_neg), float(qs[0])
     ps = np.where(valid, ps, -np.inf)
     best = int(np.argmax(ps))
     return float(ps[best]), float((qs[best] + qs[best + 1]) / 2)
@@ -72,7 +77,8 @@ def _weighted_cdb(X: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     pos, neg = y == 1, y == 0
     v = (w[pos] @ X[pos]) / w[pos].sum() - (w[neg] @ X[neg]) / w[neg].sum()
     norm = np.linalg.norm(v)
-    return v / norm if norm > 0 else v
+    scale = max(np.abs(X).max(), 1.0)
+    return v / norm if norm > 1e-12 * scale else np.zeros_like(v)
 
 
 class _AngleBO:
@@ -110,6 +116,8 @@ def _fit_binary(X, y, max_iter: int, search: str, tol: float, rng) -> tuple[np.n
     n = X.shape[0]
     w = np.full(n, 1 / np.sqrt(n))
     v1 = _weighted_cdb(X, y, w)
+    if not np.linalg.norm(v1) > 0:
+        raise ValueError("the two class centroids coincide: the centroid discriminant basis CDB0 is undefined")
     q1 = X @ v1
     ps, oop = performance_score(q1, y)
     best = (v1, oop, ps)
@@ -216,9 +224,16 @@ class CentroidDiscriminantAnalysis(ClassifierMixin, BaseEstimator):
     def fit(self, X, y):
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
-        self.classes_, y_idx = np.unique(y, return_inverse=True)
+        self.classes_, y_idx, counts = np.unique(y, return_inverse=True, return_counts=True)
         if self.classes_.size < 2:
             raise ValueError(f"CDA needs at least 2 classes in y; got {self.classes_.size} class")
+        if counts.min() < 2:
+            lone = self.classes_[counts < 2].tolist()
+            raise ValueError(f"CDA needs at least 2 samples per class (a class centroid and a cut between "
+                             f"samples); class(es) {lone} have 1 sample")
+        if np.ptp(X, axis=0).max() == 0:
+            raise ValueError("X is constant (every feature takes a single value): the class centroids coincide "
+                             "and no discriminant exists; CDA needs at least one feature that varies")
         rng = check_random_state(self.random_state)
         if self.kernel == "rbf":
             self.X_fit_ = X
@@ -232,7 +247,11 @@ class CentroidDiscriminantAnalysis(ClassifierMixin, BaseEstimator):
         for a, b in pairs:  # ECOC one-vs-one: class b is the positive side
             mask = (y_idx == a) | (y_idx == b)
             yb = (y_idx[mask] == b).astype(np.int64)
-            v, thr, ps, hist = _fit_binary(F[mask], yb, self.max_iter, self.search, self.tol, rng)
+            try:
+                v, thr, ps, hist = _fit_binary(F[mask], yb, self.max_iter, self.search, self.tol, rng)
+            except ValueError as e:
+                names = [c.item() if isinstance(c, np.generic) else c for c in self.classes_[[a, b]]]
+                raise ValueError(f"classes {names[0]!r} and {names[1]!r}: {e}") from None
             iters.append(len(hist) - 1)
             coefs.append(v)
             intercepts.append(-thr)

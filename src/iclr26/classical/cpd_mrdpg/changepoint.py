@@ -140,7 +140,8 @@ class MRDPGChangePoint:
     ----------
     ranks : tuple of 3 ints, or None
         Tucker ranks ``(d, d, L)`` for TH-PCA. ``None`` uses raw segment means in the refinement
-        (the ablation that ignores the low-rank structure).
+        (the ablation that ignores the low-rank structure), with the noise bias of their squared norms
+        removed (see ``_squared_norm``).
     threshold : float or "auto"
         Selection threshold ``tau``. ``"auto"``: ``c * n * sqrt(L) * log(T/2)^{3/2}``, the rate
         of the paper's threshold, with constant ``c`` (``threshold_c``).
@@ -150,8 +151,12 @@ class MRDPGChangePoint:
     n_sim : int, default 500 (Monte-Carlo draws for the limiting distribution).
     random_state : int, Generator or None (used only for the Monte-Carlo quantiles).
 
-    ``fit(A)`` takes ``A`` of shape ``(T, n, n, L)`` (T even: the two halves interleave) and sets
-    ``change_points_`` (in original time units: the first time index of each new segment).
+    ``fit(A)`` takes a binary ``A`` of shape ``(T, n, n, L)`` (entries 0/1; T even: the two halves
+    interleave) and sets ``change_points_`` (in original time units: the first time index of each new
+    segment). Non-binary or negative entries and odd T raise ``ValueError``. Also set:
+    ``stage1_half_`` (stage-1 estimates, half-sequence units), ``half_change_points_``,
+    ``threshold_`` and ``candidates_`` (one row per trimmed seeded interval: the maximising t, the
+    maximum of D, s and e, half-sequence units).
     """
 
     def __init__(self, ranks=(5, 5, 4), threshold="auto", threshold_c=0.1, alpha=float(np.sqrt(0.5)),
@@ -167,13 +172,7 @@ class MRDPGChangePoint:
 
     # ------------------------------------------------------------------ validation
     def _validate(self, A):
-        A = np.asarray(A, dtype=float)
-        if A.ndim != 4 or A.shape[1] != A.shape[2]:
-            raise ValueError(f"A must have shape (T, n, n, L) (a sequence of n x n x L adjacency tensors), got {A.shape}")
-        if A.shape[0] < 2 * (self.min_len + 2):
-            raise ValueError(f"the sequence is too short: T = {A.shape[0]} < {2 * (self.min_len + 2)}")
-        if not np.all(np.isfinite(A)):
-            raise ValueError("A contains NaN or infinite entries")
+        # the parameters first: the length check below uses min_len
         if self.ranks is not None:
             r = tuple(self.ranks)
             if len(r) != 3 or not all(isinstance(x, Integral) and x >= 1 for x in r):
@@ -188,6 +187,21 @@ class MRDPGChangePoint:
             raise ValueError(f"min_len must be an integer >= 2, got {self.min_len!r}")
         if not (isinstance(self.n_sim, Integral) and self.n_sim >= 50):
             raise ValueError(f"n_sim must be an integer >= 50, got {self.n_sim!r}")
+        A = np.asarray(A, dtype=float)
+        if A.ndim != 4 or A.shape[1] != A.shape[2]:
+            raise ValueError(f"A must have shape (T, n, n, L) (a sequence of n x n x L adjacency tensors), got {A.shape}")
+        if A.shape[0] < 2 * (self.min_len + 2):
+            raise ValueError(f"the sequence is too short: T = {A.shape[0]} < {2 * (self.min_len + 2)}")
+        if not np.all(np.isfinite(A)):
+            raise ValueError("A contains NaN or infinite entries")
+        if not np.all((A == 0) | (A == 1)):
+            bad = A[(A != 0) & (A != 1)]
+            raise ValueError(f"A must hold binary adjacency tensors (entries 0 or 1, the model's Bernoulli edges); "
+                             f"found {bad.size} other entries, e.g. {float(bad.flat[0]):g} (min {float(A.min()):g}): "
+                             "binarise weighted networks first")
+        if A.shape[0] % 2:
+            raise ValueError(f"T must be even: the sample split pairs odd and even times into two halves of equal "
+                             f"length; got T = {A.shape[0]} (drop the first or the last time point)")
         return A
 
     # ------------------------------------------------------------------ stages
@@ -198,8 +212,7 @@ class MRDPGChangePoint:
 
     def fit(self, A):
         A = self._validate(A)
-        T = A.shape[0] - (A.shape[0] % 2)
-        half_A, half_B = A[1:T:2], A[0:T:2]        # odd and even times: two independent halves
+        half_A, half_B = A[1::2], A[0::2]          # odd and even times: two independent halves
         Th = half_A.shape[0]
         n, L = A.shape[1], A.shape[3]
         self.n_layers_, self.n_nodes_, self.T_ = L, n, A.shape[0]
@@ -218,6 +231,7 @@ class MRDPGChangePoint:
             t, D = cusum_split(CA, CB, s, e)
             j = int(np.argmax(D))
             rows.append((int(t[j]), float(D[j]), s, e))
+        self.candidates_ = np.array(rows, dtype=float).reshape(-1, 4)
         rows.sort(key=lambda r: -r[1])
         selected = []
         for cand, gain, s, e in rows:
@@ -241,6 +255,18 @@ class MRDPGChangePoint:
         right = self._estimate(self._B[bounds[k]:bounds[k + 1]].mean(axis=0))
         return left, right
 
+    def _squared_norm(self, P, m):
+        """``||P||_F^2`` of a segment estimate from ``m`` B-half graphs, as the refinement cost uses it.
+
+        TH-PCA estimates (the paper) enter as they are. Raw segment means (``ranks=None``) carry the
+        Bernoulli noise: ``E[Bbar^2] = P^2 + P (1 - P) / m``, so ``||Bbar||^2`` overstates ``||P||^2`` by
+        ``sum P (1 - P) / m``, more for the shorter segment, which drags the least-squares argmin
+        towards it. For them the unbiased ``sum (m Bbar^2 - Bbar) / (m - 1)`` is used (``m >= 2``).
+        """
+        if self.ranks is not None or m < 2:
+            return float(np.sum(P * P))
+        return float(np.sum(m * P * P - P) / (m - 1))
+
     def _refine(self, nu):
         Th = self._A.shape[0]
         bounds = [0, *nu, Th]
@@ -253,8 +279,12 @@ class MRDPGChangePoint:
                 continue
             Pl, Pr = self._segment_estimates(bounds, k)
             seg = self._A[s:e].reshape(e - s, -1)
-            cl = np.sum((seg - Pl.ravel()) ** 2, axis=1)
-            cr = np.sum((seg - Pr.ravel()) ** 2, axis=1)
+            # ||A(t) - P||^2 = ||A(t)||^2 - 2 <A(t), P> + ||P||^2; the ||A(t)||^2 terms add the same
+            # constant to every candidate eta, so they are left out
+            nl = self._squared_norm(Pl, bounds[k] - bounds[k - 1])
+            nr = self._squared_norm(Pr, bounds[k + 1] - bounds[k])
+            cl = nl - 2.0 * (seg @ Pl.ravel())
+            cr = nr - 2.0 * (seg @ Pr.ravel())
             # cost(eta) for eta in s+1..e-1: first (eta - s) points on the left estimate
             m = np.arange(1, e - s)
             cost = np.cumsum(cl)[m - 1] + (np.sum(cr) - np.cumsum(cr)[m - 1])

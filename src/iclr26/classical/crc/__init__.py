@@ -4,8 +4,9 @@ from .estimator import (
     ConformalRobustnessControl,
     SimplexPortfolio,
     conformal_radius,
+    min_calibration_size,
     smoothed_indicator,
 )
 
 __all__ = ["ConformalRobustnessControl", "ConformalCRO", "SimplexPortfolio", "conformal_radius",
-           "smoothed_indicator"]
+           "min_calibration_size", "smoothed_indicator"]

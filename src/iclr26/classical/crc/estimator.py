@@ -43,7 +43,7 @@ from torch import nn
 from iclr26.common.training import batches, train
 
 __all__ = ["SimplexPortfolio", "ConformalRobustnessControl", "ConformalCRO", "smoothed_indicator",
-           "conformal_radius"]
+           "conformal_radius", "min_calibration_size"]
 
 
 # --------------------------------------------------------------------------- decision problem
@@ -84,12 +84,23 @@ def smoothed_indicator(margin, sigma: float):
 def conformal_radius(scores, alpha: float) -> float:
     """Smallest t with #{S_i <= t} >= ceil((1 - alpha)(n + 1)): the finite-sample conformal quantile.
 
-    Returns +inf when n is too small for level 1 - alpha (then no finite radius is valid).
+    Returns +inf when n is too small for level 1 - alpha (then no finite radius is valid; see
+    :func:`min_calibration_size`).
     """
     s = np.sort(np.asarray(scores, dtype=np.float64).ravel())
     n = s.size
     k = math.ceil((1.0 - alpha) * (n + 1))
     return float("inf") if k > n else float(s[k - 1])
+
+
+def min_calibration_size(alpha: float) -> int:
+    """Smallest calibration size n with ceil((1 - alpha)(n + 1)) <= n, i.e. a finite conformal radius
+    (n >= 1/alpha - 1; 9 for alpha = 0.1)."""
+    alpha = _check_alpha(alpha)
+    n = 1
+    while math.ceil((1.0 - alpha) * (n + 1)) > n:
+        n += 1
+    return n
 
 
 # --------------------------------------------------------------------------- helpers
@@ -102,9 +113,9 @@ def _check_alpha(alpha):
 def _check_pos(name, v, integer=False, allow_zero=False):
     ok = isinstance(v, numbers.Integral) if integer else isinstance(v, numbers.Real)
     if isinstance(v, bool) or not ok or not np.isfinite(v) or (v < 0 if allow_zero else v <= 0):
-        kind = "integer" if integer else "number"
+        kind = "an integer" if integer else "a finite number"
         bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a {kind} {bound}, got {v!r}")
+        raise ValueError(f"{name} must be {kind} {bound}, got {v!r}")
     return v
 
 
@@ -190,7 +201,14 @@ class _Base(BaseEstimator):
             raise ValueError(f"This {type(self).__name__} instance is not fitted yet: call fit(X, y) first")
         if y_cal.shape[1] != self.n_outputs_:
             raise ValueError(f"y_cal has {y_cal.shape[1]} outcomes, the model was fitted on {self.n_outputs_}")
-        self.radius_ = self._calibration_radius(X_cal, y_cal)
+        radius = self._calibration_radius(X_cal, y_cal)
+        if not math.isfinite(radius):
+            alpha = float(self.alpha)
+            raise ValueError(
+                f"calibration set too small: {X_cal.shape[0]} rows cannot certify level 1 - alpha = {1 - alpha:g} "
+                f"(ceil((1 - alpha)(n + 1)) > n); alpha = {alpha:g} needs at least {min_calibration_size(alpha)} rows"
+            )
+        self.radius_ = radius
         self.n_calibration_ = X_cal.shape[0]
         return self
 
@@ -217,7 +235,7 @@ class ConformalRobustnessControl(_Base):
     lr : Adam learning rate for theta. Default 1e-2.
     dual_lr : step of the projected ascent on lambda. Default 2.0.
     batch_size : minibatch size. Default 512.
-    random_state : seed of initialisation and minibatch order (deterministic given it).
+    random_state : seed of initialisation and minibatch order (deterministic given it; None = seed 0).
     """
 
     def __init__(self, decision_problem="portfolio", alpha=0.1, sigma=0.1, hidden=0, width_hidden=0,
@@ -329,7 +347,7 @@ class ConformalCRO(_Base):
 
         train(scale_net, opt, data, self.steps, nll)
         self.scale_net_ = scale_net.eval()
-        self.radius_ = float("inf")  # no coverage guarantee before calibration
+        self.radius_ = None  # no box (and no coverage guarantee) before calibration
         return self
 
     def _scale(self, Xt):
@@ -337,7 +355,11 @@ class ConformalCRO(_Base):
             return self.mean_net_(Xt).numpy(), torch.exp(self.scale_net_(Xt)).numpy()
 
     def predict_set(self, X):
+        """Box mu(x) -+ q s(x) with q the calibrated conformal quantile; raises before ``calibrate``."""
         Xt = self._check_fitted(X)
+        if self.radius_ is None:
+            raise ValueError("This ConformalCRO instance is not calibrated yet: call calibrate(X_cal, y_cal) "
+                             "first (the split-conformal quantile defines the box)")
         mu, s = self._scale(Xt)
         return mu - self.radius_ * s, mu + self.radius_ * s
 

@@ -1,35 +1,50 @@
-"""Claim checks for the McNemar degradation test, by simulation at the paper's sizes.
+"""Claim checks for the McNemar degradation test: simulations at the paper's sizes and a real model.
 
-Each replication draws, per task, the paired 2x2 table of (base, optimised) correctness from a
-multinomial with accuracy ``acc``, flip rate ``p_flip`` and accuracy drop ``delta``
-(``delta = p_flip * (2q - 1)``, q the degradation probability), then applies every test to the
-same table. The per-replication reject indicators are the paired items.
+Every check calls the library's functions (:mod:`.test`) on per-sample 0/1 scores; the harness then
+judges the per-replication (or per-item) outcomes.
 
-(a) type-I error: delta = 0, each aggregation's rejection rate against alpha;
-(b) power at delta = 0.8 %, N = 25,282: the exact paired test vs the unpaired two-proportion z-test;
-(c) pruning never-flipping samples (found with noisy re-runs) keeps the paired test's power;
-(d) the real-model case (:mod:`.real_model`): on the same arithmetic items, a provably lossless
-    change (another batch composition) is not flagged and a real degradation (two decoder layers
-    removed) is.
+(a) Type-I error (Sec. 3-4). Per replication, four tasks with the paper's total size N = 25,282 get
+    paired 2x2 tables with accuracy drop delta = 0 (flip rate 9 %, accuracy 60 %); each aggregation
+    of :func:`aggregate_counts` decides at alpha = 0.05. Items: the replications' reject indicators.
+(b) Power at delta = 0.8 % (Sec. 3, 6): the exact paired test (:func:`mcnemar_degradation`) against
+    the unpaired two-proportion z-test (:func:`unpaired_degradation`), applied to the same samples.
+(c) Pruning (Sec. 5), one MMLU-Pro-sized task (N = 12,032). Per sample a latent noise propensity u:
+    a share of the samples never flips (u = 0), the others have u ~ Beta(1, 3). Ten noisy re-runs
+    of the base model flip each sample with probability u (the paper: 10 runs at temperature 0.3);
+    :func:`flip_mask` keeps the samples that flipped in some run. The optimisation flips a sample with
+    probability proportional to u (flip rate 9 %, delta = 0.8 %). Arms: the exact test on all
+    samples, on the samples :func:`flip_mask` keeps, and on as many samples kept at random (control).
+(d) Real model (Sec. 6): SmolLM2-135M-Instruct in bfloat16 (the paper's models run in bf16), greedy
+    on few-shot two-term arithmetic. A theoretically lossless change (another attention kernel:
+    eager instead of SDPA; the same function, other rounding) and a real degradation (the KV cache
+    stored in FP8 E5M2) on the same items.
 """
 from __future__ import annotations
+
+import copy
 
 import numpy as np
 
 from iclr26.common.seeding import seed_everything
 
-from .real_model import real_model_case
-from .test import AGGREGATIONS, _binom_p, aggregate_counts
+from .test import AGGREGATIONS, aggregate_counts, flip_mask, mcnemar_degradation, unpaired_degradation
 
 # N = 25,282 is the paper's total evaluation size (Sec. 6); the split into four tasks is ours.
 TASK_SIZES = (12_032, 8_000, 3_931, 1_319)
+PRUNE_SIZE = 12_032  # MMLU-Pro, the benchmark the paper prunes (5,604 never-flipping samples removed)
 ALPHA = 0.05
+_SIM = dict(p_flip=0.09, acc=0.6, delta=0.008, noise_runs=10, flip_prone=0.7, noise_beta=(1.0, 3.0))
 SCALES = {
-    "smoke": dict(reps=40, n_mc=200, p_flip=0.09, acc=0.6, delta=0.008, noise_runs=10, p_noise=0.3, flip_prone=0.5),
-    "quick": dict(reps=1000, n_mc=2000, p_flip=0.09, acc=0.6, delta=0.008, noise_runs=10, p_noise=0.3, flip_prone=0.5),
-    "paper": dict(reps=10_000, n_mc=10_000, p_flip=0.09, acc=0.6, delta=0.008, noise_runs=10, p_noise=0.3, flip_prone=0.5),
+    "smoke": dict(_SIM, reps_null=200, n_mc=200, reps_power=40, reps_prune=10,
+                  real=dict(model="smollm2-135m", n=6, difficulty=2, max_new_tokens=3, batch_size=4)),
+    # 2 seeds x 10,000 null replications: a size of alpha + 0.01 is detected (contradicted) with
+    # probability ~0.9 and a size of exactly alpha stays below alpha + 0.005 with probability ~0.95
+    "quick": dict(_SIM, reps_null=10_000, n_mc=1000, reps_power=1000, reps_prune=500,
+                  real=dict(model="smollm2-135m", n=500, difficulty=2, max_new_tokens=4, batch_size=16)),
+    "paper": dict(_SIM, reps_null=50_000, n_mc=10_000, reps_power=10_000, reps_prune=5000,
+                  real=dict(model="qwen2.5-coder-1.5b", n=1319, difficulty=4, max_new_tokens=8, batch_size=16)),
 }
-SEEDS = {"smoke": 1, "quick": 2, "paper": 2}
+SEEDS = {"smoke": 1, "quick": 2, "paper": 4}
 
 
 def simulate_tables(rng, sizes, acc: float, p_flip: float, delta: float, reps: int):
@@ -46,62 +61,210 @@ def simulate_tables(rng, sizes, acc: float, p_flip: float, delta: float, reps: i
     return np.stack([rng.multinomial(n, probs, size=reps) for n in sizes], axis=1)  # (reps, T, 4)
 
 
-def unpaired_reject(tables, alpha: float) -> np.ndarray:
-    """One-sided two-proportion z-test on pooled accuracies, ignoring the pairing."""
-    from scipy import stats
+def table_scores(table):
+    """Per-sample 0/1 scores (base, new) realising a 2x2 table (a, b, c, d)."""
+    a, b, c, d = (int(v) for v in table)
+    base = np.repeat(np.array([0, 1, 0, 1], dtype=np.int8), [a, b, c, d])
+    new = np.repeat(np.array([0, 0, 1, 1], dtype=np.int8), [a, b, c, d])
+    return base, new
 
-    n = tables.sum(axis=(1, 2))
-    acc_base = (tables[..., 1] + tables[..., 3]).sum(axis=1) / n
-    acc_new = (tables[..., 2] + tables[..., 3]).sum(axis=1) / n
-    pooled = (acc_base + acc_new) / 2
-    se = np.sqrt(pooled * (1 - pooled) * 2 / n)
-    return stats.norm.sf((acc_base - acc_new) / se) < alpha
+
+def simulate_pruning(rng, n: int, cfg: dict):
+    """One replication of the pruning study: (base, new, noise_runs) per-sample 0/1 scores.
+
+    A share ``flip_prone`` of the samples has a noise propensity u ~ Beta(noise_beta), the rest u = 0.
+    The optimisation makes a sample discordant with probability kappa * u (kappa sets the flip rate
+    ``p_flip``); a discordant sample is lost (base right, new wrong) with probability
+    q = 1/2 + delta / (2 p_flip). ``noise_runs`` re-runs of the base model flip each sample's score
+    independently with probability u.
+    """
+    a, b = cfg["noise_beta"]
+    prone = rng.random(n) < cfg["flip_prone"]
+    u = np.where(prone, rng.beta(a, b, n), 0.0)
+    kappa = cfg["p_flip"] / (cfg["flip_prone"] * a / (a + b))
+    if kappa * u.max(initial=0.0) > 1:
+        raise ValueError("p_flip too large for this noise propensity: kappa * u exceeds 1")
+    disc = rng.random(n) < kappa * u
+    q = 0.5 + cfg["delta"] / (2 * cfg["p_flip"])
+    lost = rng.random(n) < q
+    base = np.where(disc, lost, rng.random(n) < cfg["acc"]).astype(np.int8)
+    new = np.where(disc, 1 - base, base).astype(np.int8)
+    runs = (base[None, :] ^ (rng.random((cfg["noise_runs"], n)) < u[None, :])).astype(np.int8)
+    return base, new, runs
+
+
+# --------------------------------------------------------------------------- real model (Sec. 6)
+def _prompt_ids(tok, cfg, seed):
+    from iclr26.data.math import arithmetic_problems, arithmetic_prompt
+
+    seen, probs = set(), []
+    for p in arithmetic_problems(4 * cfg["n"], seed=seed, difficulty=cfg["difficulty"]):
+        if p.question not in seen:  # distinct problems: every item is a new draw
+            seen.add(p.question)
+            probs.append(p)
+        if len(probs) == cfg["n"]:
+            break
+    ids = [tok(arithmetic_prompt(tok, p), add_special_tokens=False)["input_ids"] for p in probs]
+    return ids, [p.answer for p in probs]
+
+
+def _common_prefix(ids) -> int:
+    k = min(len(x) for x in ids) - 1  # keep at least one token per item for the first step
+    first = ids[0]
+    for x in ids[1:]:
+        j = 0
+        while j < k and x[j] == first[j]:
+            j += 1
+        k = j
+    return k
+
+
+def greedy_answers(model, tok, ids, max_new_tokens: int, batch_size: int) -> list[str]:
+    """Greedy completions of token-id prompts sharing a few-shot prefix: the prefix's KV cache is
+    computed once, items of equal length are batched without padding (no padding can change the
+    numerics), and decoding stops at an end-of-turn token."""
+    import torch
+    from transformers import DynamicCache
+
+    from iclr26.models.generation import stop_token_ids
+
+    stops = set(stop_token_ids(tok, model))
+    p = _common_prefix(ids)
+    with torch.no_grad():
+        prefix = DynamicCache()
+        model(input_ids=torch.tensor([ids[0][:p]]), past_key_values=prefix, use_cache=True)
+        groups: dict[int, list[int]] = {}
+        for i, x in enumerate(ids):
+            groups.setdefault(len(x), []).append(i)
+        out: list[str] = [""] * len(ids)
+        for length in sorted(groups):
+            idx = groups[length]
+            for s in range(0, len(idx), batch_size):
+                chunk = idx[s:s + batch_size]
+                cache = copy.deepcopy(prefix)
+                cache.batch_repeat_interleave(len(chunk))
+                inp = torch.tensor([ids[i][p:] for i in chunk])
+                gen: list[list[int]] = [[] for _ in chunk]
+                done = [False] * len(chunk)
+                for _ in range(max_new_tokens):
+                    nxt = model(input_ids=inp, past_key_values=cache, use_cache=True).logits[:, -1].float().argmax(-1)
+                    for j, t in enumerate(nxt.tolist()):
+                        if not done[j]:
+                            done[j] = t in stops
+                            if not done[j]:
+                                gen[j].append(t)
+                    if all(done):
+                        break
+                    inp = nxt[:, None]
+                for j, i in enumerate(chunk):
+                    out[i] = tok.decode(gen[j])
+    return out
+
+
+def _fp8_kv_hooks(model, dtype):
+    """Store keys and values in FP8: round the k/v projections to ``dtype`` (per-tensor scale 1)."""
+    def hook(_mod, _inp, out):
+        return out.to(dtype).to(out.dtype)
+
+    handles = []
+    for layer in model.model.layers:
+        handles.append(layer.self_attn.k_proj.register_forward_hook(hook))
+        handles.append(layer.self_attn.v_proj.register_forward_hook(hook))
+    return handles
+
+
+def real_model_case(cfg: dict, seed: int) -> dict:
+    """Per-item correctness of the base model, a lossless change and a degradation, on the same items."""
+    import torch
+
+    from iclr26.data.math import first_number, is_correct
+    from iclr26.models import load
+
+    model, tok = load(cfg["model"], dtype=torch.bfloat16)
+    ids, golds = _prompt_ids(tok, cfg, seed)
+
+    def score(m):
+        texts = greedy_answers(m, tok, ids, cfg["max_new_tokens"], cfg["batch_size"])
+        return [float(is_correct(first_number(t), g)) for t, g in zip(texts, golds)], texts
+
+    model.set_attn_implementation("sdpa")
+    base, base_txt = score(model)
+    model.set_attn_implementation("eager")  # same function, another kernel: only rounding differs
+    lossless, loss_txt = score(model)
+    model.set_attn_implementation("sdpa")
+    handles = _fp8_kv_hooks(model, torch.float8_e5m2)
+    degraded, _ = score(model)
+    for h in handles:
+        h.remove()
+    res_l = mcnemar_degradation(base, lossless)
+    res_d = mcnemar_degradation(base, degraded)
+    return {
+        "metrics": {
+            "lossless_correct": {"base": base, "lossless": lossless},
+            "degraded_correct": {"base": base, "degraded": degraded},
+        },
+        "info": {
+            "model": cfg["model"], "dtype": "bfloat16", "n_items": len(ids),
+            "accuracy": {"base": float(np.mean(base)), "lossless": float(np.mean(lossless)),
+                         "degraded": float(np.mean(degraded))},
+            "lossless_text_changed": int(sum(a != b for a, b in zip(base_txt, loss_txt))),
+            "lossless": {"b": res_l.b, "c": res_l.c, "flip_rate": res_l.flip_rate, "pvalue": res_l.pvalue},
+            "degraded": {"b": res_d.b, "c": res_d.c, "flip_rate": res_d.flip_rate, "pvalue": res_d.pvalue},
+        },
+    }
 
 
 def run(scale: str, seed: int) -> dict:
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}; allowed: {', '.join(SCALES)}")
     cfg = SCALES[scale]
     rng = seed_everything(seed)
-    reps = cfg["reps"]
 
     # (a) type-I error under delta = 0
-    null = simulate_tables(rng, TASK_SIZES, cfg["acc"], cfg["p_flip"], 0.0, reps)
-    rej = {m: [] for m in AGGREGATIONS}
-    for r in range(reps):
+    null = simulate_tables(rng, TASK_SIZES, cfg["acc"], cfg["p_flip"], 0.0, cfg["reps_null"])
+    rej = {m: np.zeros(cfg["reps_null"]) for m in AGGREGATIONS}
+    for r in range(cfg["reps_null"]):
         p = aggregate_counts(null[r, :, 1], null[r, :, 2], AGGREGATIONS, cfg["n_mc"], rng)
         for m in AGGREGATIONS:
-            rej[m].append(float(p[m] < ALPHA))
+            rej[m][r] = float(p[m] < ALPHA)
     combined = np.max([rej[m] for m in AGGREGATIONS], axis=0)
 
-    # (b) power at delta = 0.8 %, pooled over the four tasks (N = 25,282)
-    alt = simulate_tables(rng, TASK_SIZES, cfg["acc"], cfg["p_flip"], cfg["delta"], reps)
-    b_tot, c_tot = alt[..., 1].sum(axis=1), alt[..., 2].sum(axis=1)
-    paired = np.array([_binom_p(int(b), int(b + c), "greater") < ALPHA for b, c in zip(b_tot, c_tot)])
-    unpaired = unpaired_reject(alt, ALPHA)
+    # (b) power at delta = 0.8 %, all four tasks pooled into one evaluation (N = 25,282)
+    alt = simulate_tables(rng, TASK_SIZES, cfg["acc"], cfg["p_flip"], cfg["delta"], cfg["reps_power"])
+    paired, unpaired = [], []
+    for r in range(cfg["reps_power"]):
+        base, new = table_scores(alt[r].sum(axis=0))
+        paired.append(float(mcnemar_degradation(base, new).pvalue < ALPHA))
+        unpaired.append(float(unpaired_degradation(base, new).pvalue < ALPHA))
 
-    # (c) prune never-flipping samples: a flip-prone sample is kept when it flips in at least one of
-    # `noise_runs` noisy re-runs (the paper: 10 runs at temperature 0.3). A fraction `flip_prone` of
-    # the samples can flip at all (our choice, 0.5, near the paper's MMLU-Pro halving); samples that never flip carry no discordant pair, so only the
-    # undetected flip-prone samples are lost (binomial thinning of b and c).
-    p_detect = 1 - (1 - cfg["p_noise"]) ** cfg["noise_runs"]
-    b_pr, c_pr = rng.binomial(b_tot, p_detect), rng.binomial(c_tot, p_detect)
-    pruned = np.array([_binom_p(int(b), int(b + c), "greater") < ALPHA for b, c in zip(b_pr, c_pr)])
-    n_total = sum(TASK_SIZES)
-    kept = rng.binomial(n_total, cfg["flip_prone"] * p_detect, size=reps)  # samples left after pruning
+    # (c) pruning never-flipping samples with flip_mask, against random pruning of the same size
+    full, pruned, random_pruned, kept, kept_disc = [], [], [], [], []
+    for _ in range(cfg["reps_prune"]):
+        base, new, runs = simulate_pruning(rng, PRUNE_SIZE, cfg)
+        keep = flip_mask(runs)
+        rand = np.zeros(PRUNE_SIZE, dtype=bool)
+        rand[rng.choice(PRUNE_SIZE, int(keep.sum()), replace=False)] = True
+        full.append(float(mcnemar_degradation(base, new).pvalue < ALPHA))
+        pruned.append(float(mcnemar_degradation(base[keep], new[keep]).pvalue < ALPHA))
+        random_pruned.append(float(mcnemar_degradation(base[rand], new[rand]).pvalue < ALPHA))
+        disc = base != new
+        kept.append(keep.mean())
+        kept_disc.append(disc[keep].sum() / max(disc.sum(), 1))
 
-    real = real_model_case(scale, seed)
+    real = real_model_case(cfg["real"], seed)
     return {
         "metrics": {
             **real["metrics"],
-            "type1_reject": {**{m: rej[m] for m in AGGREGATIONS}, "combined": combined.tolist()},
-            "power_reject": {"paired_mcnemar": paired.astype(float).tolist(),
-                             "unpaired_z": unpaired.astype(float).tolist(),
-                             "pruned_mcnemar": pruned.astype(float).tolist()},
+            "type1_reject": {**{m: rej[m].tolist() for m in AGGREGATIONS}, "combined": combined.tolist()},
+            "power_reject": {"paired_mcnemar": paired, "unpaired_z": unpaired},
+            "pruning_reject": {"full": full, "flip_pruned": pruned, "random_pruned": random_pruned},
         },
-        "info": {"real_model": real["info"], "n_total": n_total, "task_sizes": list(TASK_SIZES), "p_detect": p_detect,
-                 "discordant_mean": float(np.mean(b_tot + c_tot)),
-                 "kept_discordant_fraction": float(np.sum(b_pr + c_pr) / max(np.sum(b_tot + c_tot), 1)),
-                 "kept_sample_fraction": float(np.mean(kept) / n_total),
-                 "power": {"paired": float(paired.mean()), "unpaired": float(unpaired.mean()),
-                           "pruned": float(pruned.mean())},
-                 "type1": {m: float(np.mean(rej[m])) for m in AGGREGATIONS} | {"combined": float(combined.mean())}},
+        "info": {
+            "real_model": real["info"], "task_sizes": list(TASK_SIZES), "prune_size": PRUNE_SIZE,
+            "kept_sample_fraction": float(np.mean(kept)), "kept_discordant_fraction": float(np.mean(kept_disc)),
+            "power": {"paired": float(np.mean(paired)), "unpaired": float(np.mean(unpaired)),
+                      "full": float(np.mean(full)), "flip_pruned": float(np.mean(pruned)),
+                      "random_pruned": float(np.mean(random_pruned))},
+            "type1": {m: float(np.mean(rej[m])) for m in AGGREGATIONS} | {"combined": float(combined.mean())},
+        },
     }
