@@ -37,7 +37,7 @@ SCALES = {
     "quick": dict(horizons=(250, 500, 1000, 2000), r_lo=0.25, r_hi=0.75),
     "paper": dict(horizons=(1000, 2000, 4000, 8000, 16000, 32000), r_lo=0.25, r_hi=0.75),
 }
-SEEDS = {"smoke": 1, "quick": 16, "paper": 20}
+SEEDS = {"smoke": 1, "quick": 32, "paper": 32}
 ARMS = ("method", "exact", "hedge", "ftl")
 
 
