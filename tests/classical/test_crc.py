@@ -202,7 +202,8 @@ def test_lagrangian_training_lowers_certificate_below_cro():
     crc = ConformalRobustnessControl(alpha=0.1, steps=1500, random_state=0).fit(X, Y).calibrate(Xc, Yc)
     cro = ConformalCRO(alpha=0.1, steps=1500, random_state=0).fit(X, Y).calibrate(Xc, Yc)
     assert crc.decide(Xt)[1].mean() < cro.decide(Xt)[1].mean()
-    assert crc.train_losses_[-1] < crc.train_losses_[0]
+    # both are calibrated to level 0.9 (n = 1,000: sd of the test robustness ~0.01); CRO over-covers
+    assert crc.score(Xt, Yt) > 0.87 and cro.score(Xt, Yt) > crc.score(Xt, Yt)
 
 
 def test_deterministic_under_random_state():
