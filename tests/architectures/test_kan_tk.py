@@ -292,3 +292,63 @@ def test_width_needed_is_the_first_grid_width_that_fits_and_censors():
     assert runs[0]["steps"] == 600 and runs[1]["steps"] < 600
     m, runs = width_needed("kan", x, y, dict(cfg, grid_m=(2, 4), width_steps=5, zero_tol=1e-12), _gen(16))
     assert m == 8.0 and runs[-1] == {"censored": True}
+
+
+def test_bases_follow_the_input_device_and_precision():
+    x = torch.zeros(3, device="meta", dtype=torch.float64)
+    for b in (bspline_basis(x, 5, 3), bspline_basis_derivative(x, 5, 3), rbf_basis(x, 4), rbf_basis_derivative(x, 4)):
+        assert b.device.type == "meta" and b.dtype == torch.float64
+    # float64 centres: mu = -1/3 is not a float32 number
+    xs = torch.tensor([-1 / 3, 0.2], dtype=torch.float64)
+    mu = torch.tensor([-1.0, -1 / 3, 1 / 3, 1.0], dtype=torch.float64)
+    want = torch.exp(-((xs[:, None] - mu) ** 2) / (2 * (2 / 3) ** 2))
+    torch.testing.assert_close(rbf_basis(xs, 4), want, rtol=1e-14, atol=0)
+    assert rbf_basis(xs, 4)[0, 1].item() == 1.0
+    dwant = -(xs[:, None] - mu) / (2 / 3) ** 2 * want
+    torch.testing.assert_close(rbf_basis_derivative(xs, 4), dwant, rtol=1e-14, atol=1e-15)
+
+
+@pytest.mark.parametrize("basis", ["bspline", "rbf"])
+def test_model_bases_use_the_configured_domain(basis):
+    cfg = KANTKConfig(2, 4, basis=basis, grid_size=4, spline_order=2, domain=(0.0, 3.0))
+    model = TwoLayerKAN(cfg, generator=_gen(30)).double()
+    x = torch.tensor([0.4, 2.1], dtype=torch.float64)
+    if basis == "bspline":
+        want, dwant = bspline_basis(x, 4, 2, (0.0, 3.0)), bspline_basis_derivative(x, 4, 2, (0.0, 3.0))
+    else:
+        want, dwant = rbf_basis(x, 4, (0.0, 3.0)), rbf_basis_derivative(x, 4, (0.0, 3.0))
+    torch.testing.assert_close(model.basis(x), want)
+    torch.testing.assert_close(model.basis_derivative(x), dwant)
+    assert not torch.allclose(want, bspline_basis(x, 4, 2) if basis == "bspline" else rbf_basis(x, 4))
+
+
+def test_models_are_seeded_by_their_generator_and_relu_defaults():
+    a = TwoLayerKAN(KANTKConfig(3, 6), generator=_gen(31))
+    torch.manual_seed(99)
+    b = TwoLayerKAN(KANTKConfig(3, 6), generator=_gen(31))
+    assert torch.equal(a.alpha, b.alpha) and torch.equal(a.beta, b.beta)
+    assert set(a.beta.flatten().tolist()) == {-1.0, 1.0}
+    r1 = TwoLayerReLU(4, 300, generator=_gen(32))
+    torch.manual_seed(98)
+    r2 = TwoLayerReLU(4, 300, generator=_gen(32))
+    assert torch.equal(r1.weight, r2.weight) and torch.equal(r1.a, r2.a)
+    assert r1.weight.shape == (300, 4) and r1.a.shape == (300,)
+    assert abs(r1.weight.std().item() - 1.0) < 0.05                  # w ~ N(0, I) by default
+    assert set(r1.a.tolist()) == {-1.0, 1.0} and abs(r1.a.mean().item()) < 0.3
+
+
+def test_predicted_residual_computes_in_float64_and_takes_a_column_label():
+    rot = np.array([[0.6, 0.8], [-0.8, 0.6]])
+    H = (rot @ np.diag([1.0, 1e-3]) @ rot.T).astype(np.float32)
+    y = np.array([1.0, 2.0], dtype=np.float32)
+    lam, v = np.linalg.eigh(H.astype(np.float64))
+    t = 2000
+    want = np.sqrt(((1 - lam) ** (2 * t)) @ (v.T @ y.astype(np.float64)) ** 2)
+    assert want > 0.01
+    assert predicted_residual(H, y, 1.0, t) == pytest.approx(want, rel=1e-10, abs=0)
+    # float32 labels are also taken in float64
+    y32 = np.array([1.0, 1 / 3], dtype=np.float32)
+    want = np.sqrt(((1 - lam) ** (2 * t)) @ (v.T @ y32.astype(np.float64)) ** 2)
+    assert predicted_residual(H.astype(np.float64), y32, 1.0, t) == pytest.approx(want, rel=1e-12, abs=0)
+    col = predicted_residual(H.astype(np.float64), y.reshape(2, 1), 1.0, [0, 3])
+    assert col.shape == (2,) and col[0] == pytest.approx(np.linalg.norm(y))

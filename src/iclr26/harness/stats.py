@@ -81,7 +81,11 @@ def _one_sided(test: str, d: np.ndarray, shift: float, alternative: str, boot=No
         z = d - shift
         if np.all(z == 0):
             return 1.0
-        return float(stats.wilcoxon(z, alternative=alternative, zero_method="wilcox").pvalue)
+        nz = np.abs(z[z != 0])
+        # ties or many pairs: the normal approximation (scipy would otherwise fall back to a slow
+        # permutation test, which made judging take minutes); otherwise the exact distribution
+        method = "approx" if nz.size > 50 or np.unique(nz).size < nz.size else "exact"
+        return float(stats.wilcoxon(z, alternative=alternative, zero_method="wilcox", method=method).pvalue)
     if test == "sign":
         z = d - shift
         pos, neg = int(np.sum(z > 0)), int(np.sum(z < 0))
