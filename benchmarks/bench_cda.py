@@ -5,7 +5,7 @@ machine do not inflate it), best of ``--repeats``, reported as ratios (peer time
     python benchmarks/bench_cda.py [--repeats 3] [--sizes 8000x20,16000x20,8000x400] [--early-stop]
 
 CDA runs all 50 rotations unless ``--early-stop`` (its default ``tol=1e-3``) is given. A CDA fit
-carries about 0.08 s of fixed cost (Bayesian optimisation, Python), so at N * M below ~10^6 the
+carries about 0.06 s of fixed cost (Bayesian optimisation, Python), so at N * M below ~10^6 the
 ratios mostly compare fixed costs; the default sizes are where the fit dominates.
 """
 from __future__ import annotations

@@ -100,6 +100,25 @@ def test_verdict_and_interval_never_disagree(test, shift):
     assert (st.pvalue < 0.05) == (st.ci_low > -0.05)
 
 
+def test_integer_data_with_ties_at_the_null_verdict_and_interval_agree():
+    """Integer-valued differences (e.g. Hausdorff distances): ties with the null are dropped at the null
+    only, so a rank test can reject there and nowhere beside it; the verdict follows the bound."""
+    rng = np.random.default_rng(3)
+    for _ in range(400):
+        d = rng.integers(-4, 3, size=20).astype(float)
+        for test in ("wilcoxon", "sign"):
+            st = evaluate_claim(test, "less", d, np.zeros_like(d), paper_effect=-1.0)
+            assert (st.verdict == "reproduced") == (st.ci_high <= 0), (test, sorted(d), st)
+            assert (st.verdict == "contradicted") == (st.ci_low >= 0), (test, sorted(d), st)
+    # a step of the inverted test at exactly 0 is reported as 0, not a rounding error beside it
+    d = np.array([-4, -4, -4, -3, -3, -3, -3, -3, -1, 0, 0, 0, 1, 1, 1, 1, 1, 2, 2, 2], float)
+    st = evaluate_claim("wilcoxon", "less", d, np.zeros_like(d), paper_effect=-1.0)
+    assert st.verdict != "reproduced" and "ties with the null" in st.note and st.ci_high > 0
+    d = np.array([-4, -3, -3, -2, -2, -2, -2, -1, -1, -1, -1, 0, 0, 0, 1, 1, 2, -1, -2, -3], float)
+    st = evaluate_claim("wilcoxon", "less", d, np.zeros_like(d), paper_effect=-1.0)
+    assert st.verdict == "reproduced" and st.ci_high <= 0 and abs(st.ci_high - round(st.ci_high * 2) / 2) == 0
+
+
 @pytest.mark.parametrize("direction,shift,verdict", [
     ("greater", 1.0, "reproduced"), ("greater", -1.0, "contradicted"),
     ("less", -1.0, "reproduced"), ("less", 1.0, "contradicted"),

@@ -119,19 +119,26 @@ def _invert(pfun, alternative: str, alpha: float, d: np.ndarray) -> float:
     """
     span = float(np.ptp(d)) or 1.0
     lo, hi = float(d.min()) - span, float(d.max()) + span
+
+    def snap(x: float) -> float:
+        # bisection stops a rounding error short of the step (e.g. 1.5e-20 for a step at 0); the step of
+        # a rank or bootstrap test sits on a data-derived value, so take the rounded point when it still rejects
+        r = round(x, 10 - math.floor(math.log10(span)))
+        return r if pfun(r) < alpha else x
+
     if alternative == "greater":
         if not pfun(lo) < alpha:
             return -math.inf
         for _ in range(70):
             mid = (lo + hi) / 2
             lo, hi = (mid, hi) if pfun(mid) < alpha else (lo, mid)
-        return lo
+        return snap(lo)
     if not pfun(hi) < alpha:
         return math.inf
     for _ in range(70):
         mid = (lo + hi) / 2
         lo, hi = (lo, mid) if pfun(mid) < alpha else (mid, hi)
-    return hi
+    return snap(hi)
 
 
 def _bounds(test: str, d: np.ndarray, alpha: float, boot=None, x=None, y=None, base: float = 0.0) -> tuple[float, float]:
@@ -371,6 +378,19 @@ def evaluate_claim(
         side = "above" if floor_side == "above" else "below"
         return finish("inconclusive", f"nothing learned: the method arm ({x.mean():.4g}) is not significantly "
                       f"{side} the floor {floor:g} (p = {floor_p:.3g})")
+    tie_note = ""
+    if test in ("wilcoxon", "sign") and direction != "equivalent":
+        # ties with the null are dropped there and nowhere beside it, so a rank or sign test can reject
+        # at the null itself yet not at any shift next to it; the bound then stays on the null's far
+        # side. Count as significant only what the bound confirms, so the verdict and interval agree.
+        nul = base - margin if direction == "greater" else base + margin
+        agree_claim = lo >= nul if direction == "greater" else hi <= nul
+        agree_opp = hi <= nul if direction == "greater" else lo >= nul
+        if p_claim < alpha and not agree_claim or p_opp < alpha and not agree_opp:
+            tie_note = (f" (p = {min(p_claim, p_opp):.3g} at the null itself, but ties with the null are dropped "
+                        "there only: the test does not reject at any shift beside it, so not counted)")
+            p_claim = p_claim if agree_claim else max(p_claim, alpha)
+            p_opp = p_opp if agree_opp else max(p_opp, alpha)
     if p_claim < alpha:
         return finish("reproduced", f"significant in the claimed direction (p = {p_claim:.3g} < {alpha:g})")
     if p_opp < alpha:
@@ -378,11 +398,11 @@ def evaluate_claim(
     bound = f"[{lo:.4g}, {hi:.4g}]"
     power = "" if math.isnan(mde) else f"; the smallest effect this check detects with 80 % power is {mde:+.4g}"
     if paper_effect is None:
-        return finish("inconclusive", f"not significant (p = {p_claim:.3g}) and no paper effect to compare the "
+        return finish("inconclusive", f"not significant (p = {p_claim:.3g}){tie_note} and no paper effect to compare the "
                       f"interval {bound} with{power}")
     if direction == "greater" and hi < paper_effect or direction == "less" and lo > paper_effect \
             or direction == "equivalent" and not lo <= paper_effect <= hi:
-        return finish("not reproduced", f"not significant (p = {p_claim:.3g}), and the interval {bound} rules out "
-                      f"the paper's effect {paper_effect:+.4g}: this check would have seen it")
-    return finish("inconclusive", f"too little power: not significant (p = {p_claim:.3g}), yet the interval "
-                  f"{bound} still holds the paper's effect {paper_effect:+.4g}{power}")
+        return finish("not reproduced", f"not significant (p = {p_claim:.3g}){tie_note}, and the interval {bound} "
+                      f"rules out the paper's effect {paper_effect:+.4g}: this check would have seen it")
+    return finish("inconclusive", f"too little power: not significant (p = {p_claim:.3g}){tie_note}, yet the "
+                  f"interval {bound} still holds the paper's effect {paper_effect:+.4g}{power}")

@@ -1,0 +1,382 @@
+"""Tests for iclr26.optimization.doit (DOIT, ICLR 2026)."""
+import io
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from iclr26.optimization.doit import DOIT, SWATS, Interleaver, RandomInterleaving, stage_reward, state_features
+
+torch.set_num_threads(1)
+SGD = torch.optim.SGD
+
+
+def problem(seed=0, n=64, d=5):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, d, generator=g)
+    w = torch.randn(d, 1, generator=g)
+    y = X @ w + 0.1 * torch.randn(n, 1, generator=g)
+    return X, y
+
+
+def model(seed=0, d=5):
+    torch.manual_seed(seed)
+    return torch.nn.Linear(d, 1)
+
+
+def train(opt_fn, steps=40, seed=0):
+    X, y = problem(seed)
+    m = model(seed)
+    opt = opt_fn(m.parameters())
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = ((m(X) - y) ** 2).mean()
+        loss.backward()
+        if hasattr(opt, "observe"):
+            opt.observe(loss)
+        opt.step()
+        losses.append(loss.item())
+    return m, opt, losses
+
+
+CANDS = {"sgd": (SGD, dict(lr=0.05, momentum=0.9)), "adam": (torch.optim.Adam, dict(lr=0.05)),
+         "frozen": (SGD, dict(lr=0.0))}
+
+
+# ----------------------------------------------------------------------------- equations
+def test_stage_reward_is_relative_fall():
+    losses = [10.0, 10, 10, 10, 10, 5, 5, 5, 5, 5]
+    assert stage_reward(losses) == pytest.approx(0.5)
+    assert stage_reward([4.0, 2.0]) == pytest.approx(0.5)                   # k = 1
+    assert stage_reward([4.0, 4.0, 1.0, 2.0]) == pytest.approx((4 - 1.5) / 4)   # k = 2
+    assert stage_reward([2.0, 3.0]) == pytest.approx(-0.5)
+    with pytest.raises(ValueError, match="at least two observed losses"):
+        stage_reward([1.0])
+
+
+def test_small_losses_and_grad_norm():
+    assert stage_reward([0.5, 0.25]) == pytest.approx(0.5)
+    assert state_features(0.0, [0.5] * 10, 0.5)[1] == pytest.approx(math.log(0.5))
+    assert state_features(0.0, [0.5] * 10, 0.5)[3] == pytest.approx(math.log(0.5))
+    m = model()
+    opt = DOIT(m.parameters(), CANDS)
+    X, y = problem()
+    ((m(X) - y) ** 2).mean().backward()
+    ref = math.sqrt(sum(float(p.grad.pow(2).sum()) for p in m.parameters()))
+    assert opt._grad_norm() == pytest.approx(ref, rel=1e-6)
+    assert m.bias.grad.abs().sum() > 0 and m.weight.grad.abs().sum() > 0
+
+
+def test_surrogate_is_an_ard_gp_with_noise():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(8, 4))
+    y = X[:, 0] - 0.5 * X[:, 1]
+    gp = doit_with_history(HIST).surrogate("a", X, y)
+    k = gp.kernel_
+    assert type(k).__name__ == "Sum" and type(k.k2).__name__ == "WhiteKernel"
+    assert np.shape(k.k1.k2.length_scale) == (4,)
+    assert gp.predict(X[:2]) == pytest.approx(y[:2], abs=0.3)
+
+
+def test_state_features_by_hand():
+    losses = [8.0] * 5 + [4.0] * 5
+    f = state_features(0.25, losses, 3.0)
+    np.testing.assert_allclose(f, [0.25, math.log(4.0), -0.5, math.log(3.0)])
+    f0 = state_features(0.0, [1.0, 1.0], 0.0)
+    assert f0[2] == 0 and f0[3] == pytest.approx(math.log(1e-12))
+
+
+# ----------------------------------------------------------------------------- reductions
+def test_identical_stateless_candidates_reduce_to_sgd():
+    m1, _, l1 = train(lambda p: DOIT(p, {"a": (SGD, dict(lr=0.05)), "b": (SGD, dict(lr=0.05))}, stage_len=5,
+                                     total_steps=40))
+    m2, _, l2 = train(lambda p: SGD(p, lr=0.05))
+    for p, q in zip(m1.parameters(), m2.parameters()):
+        torch.testing.assert_close(p, q)
+    assert l1 == pytest.approx(l2)
+
+
+def test_stages_run_the_chosen_optimizer():
+    """Initial exploration runs the candidates in order; a frozen (lr = 0) stage leaves the weights."""
+    X, y = problem()
+    m = model()
+    opt = DOIT(m.parameters(), CANDS, stage_len=4, total_steps=40)
+    snaps = []
+    for t in range(12):
+        opt.zero_grad()
+        loss = ((m(X) - y) ** 2).mean()
+        loss.backward()
+        opt.observe(loss)
+        if t % 4 == 0:
+            snaps.append(m.weight.detach().clone())
+        opt.step()
+    assert opt.schedule[:3] == ["sgd", "adam", "frozen"]
+    assert [h[0] for h in opt.history] == ["sgd", "adam", "frozen"]
+    assert not torch.equal(snaps[0], snaps[1]) and not torch.equal(snaps[1], snaps[2])
+    torch.testing.assert_close(m.weight.detach(), snaps[2])                 # the frozen stage changed nothing
+    assert opt.history[2][2] == pytest.approx(0.0, abs=1e-12)
+    assert opt.steps == 12 and len(opt.schedule) == 4
+
+
+def test_doit_learns_and_prefers_the_working_optimizer():
+    _, opt, losses = train(lambda p: DOIT(p, CANDS, stage_len=5, total_steps=120), steps=120)
+    assert losses[-1] < 0.1 * losses[0]
+    later = opt.schedule[3:]
+    assert later.count("frozen") <= len(later) // 3
+
+
+# ----------------------------------------------------------------------------- acquisition
+def doit_with_history(history, active="a", steps=0, total=100, **kw):
+    m = model()
+    opt = DOIT(m.parameters(), {"a": (SGD, dict(lr=0.1)), "b": (SGD, dict(lr=0.1))}, stage_len=5,
+               total_steps=total, **kw)
+    opt.history = [(n, np.asarray(f, float), r) for n, f, r in history]
+    opt.active, opt.steps = active, steps
+    return opt
+
+
+HIST = [("a", [0.0, 1.0, 0.0, 0.0], 0.1), ("a", [0.1, 0.9, -0.1, 0.1], 0.12), ("a", [0.2, 0.8, -0.1, 0.0], 0.09),
+        ("b", [0.05, 1.0, 0.0, 0.1], 0.5), ("b", [0.15, 0.85, -0.1, 0.0], 0.55), ("b", [0.25, 0.75, 0.0, 0.1], 0.45)]
+
+
+def test_acquisition_prefers_the_higher_predicted_reward():
+    opt = doit_with_history(HIST, active="a", kappa=0.0, beta=0.0)
+    x = np.array([0.2, 0.8, -0.05, 0.05])
+    s = opt.acquisition(x)
+    assert s["b"] > s["a"]
+    assert opt.choose(x) == "b" and opt.last_scores == s
+
+
+def test_transferability_penalty_by_hand():
+    """beta only lowers the non-running candidate, by beta * (1 - exp(-d^2/2)), d its nearest
+    standardised distance."""
+    x = np.array([0.12, 0.88, -0.05, 0.04])              # near b's states: 0 < 1 - T < 1
+    s0 = doit_with_history(HIST, active="a", kappa=0.0, beta=0.0).acquisition(x)
+    s1 = doit_with_history(HIST, active="a", kappa=0.0, beta=0.7).acquisition(x)
+    X = np.array([f for _, f, _ in HIST])
+    mu, sd = X.mean(0), X.std(0) + 1e-8
+    d = np.min(np.linalg.norm((X[3:] - mu) / sd - (x - mu) / sd, axis=1))
+    assert s1["a"] == pytest.approx(s0["a"])
+    assert s0["b"] - s1["b"] == pytest.approx(0.7 * (1 - math.exp(-d * d / 2)), rel=1e-6)
+    assert 0.01 < s0["b"] - s1["b"] < 0.69
+
+
+def test_exploration_bonus_shrinks_with_progress():
+    x = np.array([0.2, 0.8, -0.05, 0.05])
+    base = doit_with_history(HIST, kappa=0.0, beta=0.0, steps=50).acquisition(x)
+    early = doit_with_history(HIST, kappa=2.0, beta=0.0, steps=50).acquisition(x)
+    done = doit_with_history(HIST, kappa=2.0, beta=0.0, steps=100).acquisition(x)
+    late_base = doit_with_history(HIST, kappa=0.0, beta=0.0, steps=100).acquisition(x)
+    assert done == pytest.approx(late_base)                                 # kappa_t = kappa (1 - 1) = 0
+    for n in "ab":
+        assert early[n] > base[n]
+    # kappa_t = 2 * (1 - 0.5) = 1: the bonus is one predictive standard deviation
+    opt = doit_with_history(HIST, kappa=1.0, beta=0.0, steps=0)
+    assert opt.acquisition(x) == pytest.approx(early)
+
+
+def test_untried_candidates_come_first_and_n_init():
+    opt = doit_with_history(HIST[:3], active="a", n_init=1)
+    assert opt.choose(np.zeros(4)) == "b" and opt.last_scores == {}
+    opt = doit_with_history(HIST, active="a", n_init=4)
+    assert opt.choose(np.zeros(4)) == "a"
+    opt = doit_with_history(HIST, active="a", n_init=3)
+    opt.choose(np.zeros(4))
+    assert set(opt.last_scores) == {"a", "b"}
+
+
+def test_defaults():
+    ps = list(model().parameters())
+    d = DOIT(ps, CANDS)
+    assert (d.kappa, d.beta, d.n_init, d.stage_len, d.total_steps) == (2.0, 0.5, 1, 50, None)
+    assert d.active == "sgd" and d.schedule == ["sgd"]
+    g = SWATS(ps).defaults
+    assert (g["lr"], g["betas"], g["eps"], g["switch_eps"], g["weight_decay"]) == (1e-3, (0.9, 0.999), 1e-8, 1e-9, 0.0)
+
+
+def test_progress_without_total_steps_is_zero():
+    m = model()
+    opt = DOIT(m.parameters(), CANDS, stage_len=5)
+    opt.steps = 10**6
+    assert opt._progress() == 0.0
+    opt2 = DOIT(m.parameters(), CANDS, stage_len=5, total_steps=10)
+    opt2.steps = 30
+    assert opt2._progress() == 1.0
+
+
+# ----------------------------------------------------------------------------- torch contract
+def test_closure_is_observed_and_returned():
+    X, y = problem()
+    m = model()
+    opt = DOIT(m.parameters(), CANDS, stage_len=3)
+
+    def closure():
+        opt.zero_grad()
+        loss = ((m(X) - y) ** 2).mean()
+        loss.backward()
+        return loss
+
+    out = opt.step(closure)
+    assert out.item() == opt.stage_losses[0] and opt.steps == 1
+
+
+def test_zero_grad_clears_grads():
+    X, y = problem()
+    m = model()
+    opt = DOIT(m.parameters(), CANDS, stage_len=3)
+    ((m(X) - y) ** 2).mean().backward()
+    opt.zero_grad()
+    assert all(p.grad is None for p in m.parameters())
+    ((m(X) - y) ** 2).mean().backward()
+    opt.zero_grad(set_to_none=False)
+    assert all(torch.count_nonzero(p.grad) == 0 for p in m.parameters())
+
+
+def test_state_dict_round_trip_continues_identically():
+    X, y = problem()
+
+    def run(m, opt, n):
+        for _ in range(n):
+            opt.zero_grad()
+            loss = ((m(X) - y) ** 2).mean()
+            loss.backward()
+            opt.observe(loss)
+            opt.step()
+
+    make = lambda p: DOIT(p, CANDS, stage_len=4, total_steps=60, seed=3)
+    m1 = model()
+    o1 = make(m1.parameters())
+    run(m1, o1, 22)
+    buf = io.BytesIO()
+    torch.save(o1.state_dict(), buf)                       # the usual route: a saved checkpoint
+    buf.seek(0)
+    sd = torch.load(buf)
+    m2 = model(5)
+    m2.load_state_dict(m1.state_dict())
+    o2 = make(m2.parameters())
+    o2.load_state_dict(sd)
+    assert o2.active == o1.active and o2.steps == 22 and o2.schedule == o1.schedule
+    run(m1, o1, 2)
+    assert o1.steps % 4 == 0 and o1.state_dict()["doit"]["stage_start"] is None    # at a stage boundary
+    run(m2, o2, 2)
+    run(m1, o1, 20)
+    run(m2, o2, 20)
+    for p, q in zip(m1.parameters(), m2.parameters()):
+        torch.testing.assert_close(p, q)
+    assert o1.schedule == o2.schedule
+    with pytest.raises(ValueError, match=r"state_dict holds optimizers \['a'\], this one"):
+        o2.load_state_dict({"optimizers": {"a": {}}, "doit": {}})
+
+
+def test_random_interleaving_is_seeded_and_uniform():
+    def sched(seed):
+        _, opt, _ = train(lambda p: RandomInterleaving(p, CANDS, stage_len=2, seed=seed), steps=120)
+        return opt.schedule
+
+    a, b, c = sched(1), sched(1), sched(2)
+    assert a == b and a != c
+    counts = {n: a.count(n) for n in CANDS}
+    assert all(c >= 8 for c in counts.values())
+
+
+def test_interleaver_rejects_bad_arguments():
+    ps = list(model().parameters())
+    with pytest.raises(ValueError, match=r"^candidates must be a dict of at least two \{name: \(optimizer class, kwargs\)\}$"):
+        DOIT(ps, {"sgd": CANDS["sgd"]})
+    with pytest.raises(ValueError, match="at least two"):
+        DOIT(ps, [CANDS["sgd"], CANDS["adam"]])
+    with pytest.raises(ValueError, match=r"candidate 'x' must be \(torch.optim.Optimizer subclass, kwargs dict\)"):
+        DOIT(ps, {"sgd": CANDS["sgd"], "x": (torch.nn.Linear, {})})
+    with pytest.raises(ValueError, match=r"candidate 'x' must be"):
+        DOIT(ps, {"sgd": CANDS["sgd"], "x": (SGD, [])})
+    with pytest.raises(ValueError, match=r"candidate 'x' must be"):
+        DOIT(ps, {"sgd": CANDS["sgd"], "x": SGD})
+    with pytest.raises(ValueError, match="stage_len must be an integer >= 2, got 1"):
+        DOIT(ps, CANDS, stage_len=1)
+    with pytest.raises(ValueError, match="total_steps must be None or an integer >= stage_len, got 3"):
+        DOIT(ps, CANDS, stage_len=5, total_steps=3)
+    with pytest.raises(ValueError, match="kappa must be a number >= 0"):
+        DOIT(ps, CANDS, kappa=-1)
+    with pytest.raises(ValueError, match="beta must be a number >= 0"):
+        DOIT(ps, CANDS, beta=-0.1)
+    with pytest.raises(ValueError, match="n_init must be an integer >= 1"):
+        DOIT(ps, CANDS, n_init=0)
+    opt = DOIT(ps, CANDS)
+    with pytest.raises(ValueError, match="observed loss must be finite, got nan"):
+        opt.observe(float("nan"))
+    with pytest.raises(RuntimeError, match=r"call observe\(loss\) before every step\(\)"):
+        opt.step()
+    with pytest.raises(NotImplementedError):
+        Interleaver(ps, CANDS).choose(np.zeros(4))
+
+
+def test_choose_must_return_a_candidate():
+    class Bad(Interleaver):
+        def choose(self, feats):
+            return "nope"
+
+    with pytest.raises(RuntimeError, match="choose\\(\\) returned 'nope'; allowed: sgd, adam, frozen"):
+        train(lambda p: Bad(p, CANDS, stage_len=2), steps=2)
+
+
+# ----------------------------------------------------------------------------- SWATS
+def test_swats_is_adam_before_the_switch():
+    m1, o1, _ = train(lambda p: SWATS(p, lr=0.01, switch_eps=1e-30), steps=25)
+    m2, _, _ = train(lambda p: torch.optim.Adam(p, lr=0.01), steps=25)
+    assert not o1.switched
+    for p, q in zip(m1.parameters(), m2.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+
+
+def test_swats_switches_to_sgd_with_the_estimated_rate():
+    m, opt, losses = train(lambda p: SWATS(p, lr=0.01, switch_eps=1e9), steps=3)
+    g = opt.param_groups[0]
+    assert opt.switched and g["switched_at"] == 2 and g["sgd_lr"] > 0
+    assert g["sgd_lr"] == pytest.approx(g["lam"] / (1 - 0.999 ** 2))
+    # after the switch: v <- beta1 v + g, w <- w - (1 - beta1) * lr_sgd * v
+    X, y = problem()
+    before = [p.detach().clone() for p in m.parameters()]
+    v = [opt.state[p]["v"].clone() for p in m.parameters()]
+    opt.zero_grad()
+    ((m(X) - y) ** 2).mean().backward()
+    grads = [p.grad.clone() for p in m.parameters()]
+    opt.step()
+    for p, b, vv, gr in zip(m.parameters(), before, v, grads):
+        torch.testing.assert_close(p.detach(), b - 0.1 * g["sgd_lr"] * (0.9 * vv + gr))
+
+
+def test_swats_weight_decay_and_rejections():
+    m1, _, _ = train(lambda p: SWATS(p, lr=0.01, weight_decay=0.1, switch_eps=1e-30), steps=5)
+    m2, _, _ = train(lambda p: torch.optim.Adam(p, lr=0.01, weight_decay=0.1), steps=5)
+    for p, q in zip(m1.parameters(), m2.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+    ps = list(model().parameters())
+    for ok in ((0.0, 0.5), (0.9, 0.0)):
+        g = SWATS(ps, betas=ok).param_groups[0]
+        assert g["sgd_lr"] is None and g["phase"] == "adam" and g["k"] == 0 and g["lam"] == 0.0
+    for bad in ((1.0, 0.9), (1.5, 0.9), (0.9, -0.1), (0.9, 1.5)):
+        with pytest.raises(ValueError, match=r"betas must lie in \[0, 1\)"):
+            SWATS(ps, betas=bad)
+    with pytest.raises(ValueError, match="lr must be > 0, got 0"):
+        SWATS(ps, lr=0)
+    with pytest.raises(ValueError, match=r"betas must lie in \[0, 1\)"):
+        SWATS(ps, betas=(0.9, 1.0))
+    with pytest.raises(ValueError, match=r"betas must lie in \[0, 1\)"):
+        SWATS(ps, betas=(-0.1, 0.9))
+    with pytest.raises(ValueError, match="switch_eps must be > 0"):
+        SWATS(ps, switch_eps=0)
+
+
+# ----------------------------------------------------------------------------- experiment
+def test_experiment_smoke():
+    from iclr26.optimization.doit.experiment import make_optimizer, run
+    out = run("smoke", 0)
+    m = out["metrics"]
+    assert set(m["log_steps_to_target"]) == {"doit", "best_single", "swats", "random", "sgd", "adam", "rmsprop",
+                                             "adagrad"}
+    assert all(math.isfinite(v) for v in m["log_steps_to_target"].values())
+    assert out["info"]["best_single"] in ("sgd", "adam", "rmsprop", "adagrad")
+    with pytest.raises(ValueError, match="unknown arm 'x'"):
+        make_optimizer("x", [], {}, {}, 0)
