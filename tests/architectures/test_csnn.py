@@ -1,0 +1,549 @@
+"""CSNN: the directed sheaf Laplacians against dense block matrices built by hand, reductions to the
+graph Laplacian and to the undirected sheaf, the cooperative (listen / broadcast) property, the
+baselines' equations, data loading and rejection of bad input."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from iclr26.architectures.csnn import CSNN, CSNNConv
+from iclr26.architectures.csnn.baselines import GATConv, GCNConv, GNN, NSDConv
+from iclr26.architectures.csnn.datasets import DEFAULT_ROOT, load_heterophilous, ring_transfer
+from iclr26.architectures.csnn.layers import (ConformalMapLearner, check_edge_index, in_degree_laplacian,
+                                              orthogonal_from_params, out_degree_laplacian, sheaf_laplacian)
+
+@pytest.fixture(autouse=True)
+def float64_default():
+    """Float64 by default inside each test (exact comparisons with the dense references)."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
+
+
+def _graph():
+    # a small directed graph, not symmetric, with a node of in-degree 0 (node 4 only sends)
+    e = torch.tensor([[0, 1, 2, 3, 4, 4, 2, 1], [1, 2, 0, 0, 0, 3, 3, 3]])
+    return e, 5
+
+
+def _maps(N, d, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    cS = 0.5 + torch.rand(N, generator=g) * 2
+    cT = 0.5 + torch.rand(N, generator=g) * 2
+    OS = orthogonal_from_params(torch.randn(N, d * (d - 1) // 2, generator=g), d)
+    OT = orthogonal_from_params(torch.randn(N, d * (d - 1) // 2, generator=g), d)
+    return cS[:, None, None] * OS, cT[:, None, None] * OT, cS, cT
+
+
+def _dense(edge_index, S, T, kind, normalize):
+    """Block matrices written out entry by entry from the definitions."""
+    N, d = S.shape[0], S.shape[1]
+    A = torch.zeros(N * d, N * d)
+    D = torch.zeros(N * d, N * d)
+    for u, v in edge_index.t().tolist():
+        A[v * d:(v + 1) * d, u * d:(u + 1) * d] += T[v].t() @ S[u]
+        if kind == "in":
+            D[v * d:(v + 1) * d, v * d:(v + 1) * d] += T[v].t() @ T[v]
+        else:
+            D[u * d:(u + 1) * d, u * d:(u + 1) * d] += S[u].t() @ S[u]
+    L = D - A
+    if normalize:
+        deg = torch.stack([D[i * d, i * d] for i in range(N)]).detach()
+        s = torch.diag(((deg + 1) ** -0.5).repeat_interleave(d))
+        L = s @ L @ s
+    return L
+
+
+@pytest.mark.parametrize("kind", ["in", "out"])
+@pytest.mark.parametrize("normalize", [True, False])
+def test_laplacians_match_dense_blocks(kind, normalize):
+    e, N = _graph()
+    d, h = 3, 4
+    S, T, _, _ = _maps(N, d)
+    x = torch.randn(N, d, h, generator=torch.Generator().manual_seed(1))
+    got = sheaf_laplacian(x, e, S, T, kind, normalize)
+    want = (_dense(e, S, T, kind, normalize) @ x.reshape(N * d, h)).reshape(N, d, h)
+    torch.testing.assert_close(got, want)
+    fn = in_degree_laplacian if kind == "in" else out_degree_laplacian
+    torch.testing.assert_close(fn(x, e, S, T, normalize), want)
+
+
+def test_in_and_out_differ_on_directed_graph():
+    e, N = _graph()
+    S, T, _, _ = _maps(N, 2)
+    x = torch.randn(N, 2, 3)
+    assert not torch.allclose(in_degree_laplacian(x, e, S, T), out_degree_laplacian(x, e, S, T))
+
+
+def test_reduces_to_graph_laplacian():
+    # d = 1, all maps 1: L_in = D_in - A with the plain adjacency
+    e, N = _graph()
+    one = torch.ones(N, 1, 1)
+    x = torch.randn(N, 1, 1)
+    A = torch.zeros(N, N)
+    A[e[1], e[0]] = 1.0
+    want = (torch.diag(A.sum(1)) - A) @ x[:, 0]
+    torch.testing.assert_close(in_degree_laplacian(x, e, one, one, normalize=False)[:, 0], want)
+    want_out = (torch.diag(A.sum(0)) - A) @ x[:, 0]
+    torch.testing.assert_close(out_degree_laplacian(x, e, one, one, normalize=False)[:, 0], want_out)
+
+
+def test_tied_maps_on_symmetric_graph_give_undirected_sheaf():
+    e, N = _graph()
+    e = torch.unique(torch.cat([e, e.flip(0)], 1), dim=1)
+    _, T, _, _ = _maps(N, 3)
+    x = torch.randn(N, 3, 2)
+    Lin = in_degree_laplacian(x, e, T, T)
+    torch.testing.assert_close(Lin, out_degree_laplacian(x, e, T, T))
+    dense = _dense(e, T, T, "in", True)
+    torch.testing.assert_close(dense, dense.t())  # the undirected sheaf Laplacian is symmetric
+
+
+def test_non_listening_node_ignores_everyone():
+    e, N = _graph()
+    S, T, cS, cT = _maps(N, 2)
+    T = T.clone()
+    T[0] = 0.0  # node 0 (in-degree 3) does not listen
+    x = torch.randn(N, 2, 3)
+    y = x.clone()
+    y[1:] += torch.randn(N - 1, 2, 3)  # change every other node
+    f = lambda z: in_degree_laplacian(out_degree_laplacian(z, e, S, T), e, S, T)  # noqa: E731
+    torch.testing.assert_close(f(x)[0], torch.zeros(2, 3))
+    torch.testing.assert_close(f(y)[0], torch.zeros(2, 3))
+    assert not torch.allclose(f(x)[3], f(y)[3])
+
+
+def test_non_broadcasting_node_is_heard_by_nobody():
+    e, N = _graph()
+    S, T, _, _ = _maps(N, 2)
+    S = S.clone()
+    S[4] = 0.0  # node 4 (sends to 0 and 3) does not broadcast
+    x = torch.randn(N, 2, 3)
+    y = x.clone()
+    y[4] += 5.0
+    f = lambda z: in_degree_laplacian(out_degree_laplacian(z, e, S, T), e, S, T)  # noqa: E731
+    torch.testing.assert_close(f(x), f(y))
+    S2, _, _, _ = _maps(N, 2)
+    g = lambda z: in_degree_laplacian(out_degree_laplacian(z, e, S2, T), e, S2, T)  # noqa: E731
+    assert not torch.allclose(g(x), g(y))  # with a broadcasting node 4 the change is heard
+
+
+@pytest.mark.parametrize("d", [2, 3, 4])
+def test_orthogonal_maps_are_matrix_exponentials(d):
+    p = torch.randn(50, d * (d - 1) // 2) * 2
+    p[0] = 0.0
+    p[1] = 1e-5
+    rows, cols = torch.triu_indices(d, d, 1)
+    A = torch.zeros(50, d, d)
+    A[:, rows, cols] = p
+    O = orthogonal_from_params(p, d)
+    torch.testing.assert_close(O, torch.linalg.matrix_exp(A - A.transpose(-1, -2)))
+    torch.testing.assert_close(O @ O.transpose(-1, -2), torch.eye(d).expand(50, d, d))
+    torch.testing.assert_close(O[0], torch.eye(d))
+
+
+def test_orthogonal_d1_and_rejection():
+    torch.testing.assert_close(orthogonal_from_params(torch.zeros(3, 0), 1), torch.ones(3, 1, 1))
+    with pytest.raises(ValueError, match=r"need d\(d-1\)/2 = 3 parameters per map for d=3, got 2"):
+        orthogonal_from_params(torch.zeros(4, 2), 3)
+
+
+def test_conformal_learner_scale_and_clamp():
+    learner = ConformalMapLearner(4, 3, c_max=10.0)
+    with torch.no_grad():
+        learner.lin.weight.zero_()
+        learner.lin.bias.copy_(torch.tensor([0.3, -0.2, 0.1, math.log(2.0)]))
+    maps, c = learner(torch.randn(6, 4))
+    torch.testing.assert_close(c, torch.full((6,), 2.0))
+    torch.testing.assert_close(maps.transpose(-1, -2) @ maps, 4.0 * torch.eye(3).expand(6, 3, 3))
+    want = orthogonal_from_params(torch.tanh(torch.tensor([0.3, -0.2, 0.1])), 3)
+    torch.testing.assert_close(maps[0], 2.0 * want)
+    with torch.no_grad():
+        learner.lin.bias[-1] = 5.0
+    _, c = learner(torch.randn(2, 4))
+    torch.testing.assert_close(c, torch.full((2,), 10.0))
+    with pytest.raises(ValueError, match="stalk dimension d must be >= 1, got 0"):
+        ConformalMapLearner(4, 0)
+    with pytest.raises(ValueError, match="c_max must be positive, got 0"):
+        ConformalMapLearner(4, 2, c_max=0)
+
+
+def test_conv_update_equation():
+    torch.manual_seed(0)
+    e, N = _graph()
+    conv = CSNNConv(3, d=2, dropout=0.0)
+    with torch.no_grad():
+        conv.eps.copy_(torch.tensor([[0.4], [-0.7]]))
+        conv.left.copy_(torch.tensor([[1.0, 0.5], [-0.3, 2.0]]))
+    x = torch.randn(N, 6)
+    S, T, cS, cT = conv.maps(x)
+    xs = x.view(N, 2, 3)
+    z = conv.right(conv.left @ xs)
+    Lz = (_dense(e, S, T, "in", True) @ _dense(e, S, T, "out", True) @ z.reshape(N * 2, 3)).reshape(N, 2, 3)
+    want = (1 + torch.tanh(conv.eps)) * xs - torch.nn.functional.gelu(Lz)
+    torch.testing.assert_close(conv(x, e), want.reshape(N, 6))
+    conv.act = False
+    want = (1 + torch.tanh(conv.eps)) * xs - Lz
+    torch.testing.assert_close(conv(x, e), want.reshape(N, 6))
+    assert not torch.allclose(S, T)
+
+
+def test_conv_tied_uses_one_map():
+    conv = CSNNConv(2, d=3, tied=True)
+    assert conv.source_maps is None
+    S, T, cS, cT = conv.maps(torch.randn(4, 6))
+    assert S is T and cS is cT
+
+
+def test_conv_defaults_and_dropout():
+    conv = CSNNConv(4, d=2, dropout=0.5)
+    torch.testing.assert_close(conv.left.detach(), torch.eye(2))
+    W = conv.right.weight.detach()
+    torch.testing.assert_close(W @ W.t(), torch.eye(4))
+    torch.testing.assert_close(conv.eps.detach(), torch.zeros(2, 1))
+    e, N = _graph()
+    x = torch.randn(N, 8)
+    conv.eval()
+    torch.testing.assert_close(conv(x, e), conv(x, e))
+    conv.train()
+    torch.manual_seed(0)
+    a = conv(x, e)
+    torch.manual_seed(1)
+    assert not torch.allclose(a, conv(x, e))
+
+
+def test_conv_rejections():
+    e, N = _graph()
+    conv = CSNNConv(3, d=2)
+    with pytest.raises(ValueError, match=r"x must have shape \(N, d \* channels\) = \(N, 6\), got \(5, 5\)"):
+        conv(torch.randn(N, 5), e)
+    with pytest.raises(ValueError, match=r"edge_index must have shape \(2, E\), got \(3, 2\)"):
+        conv(torch.randn(N, 6), torch.zeros(3, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"edge_index refers to nodes outside 0..4 \(min 0, max 5\)"):
+        conv(torch.randn(N, 6), torch.tensor([[0, 5], [1, 2]]))
+    with pytest.raises(ValueError, match=r"edge_index refers to nodes outside 0..4 \(min -1, max 2\)"):
+        conv(torch.randn(N, 6), torch.tensor([[0, -1], [1, 2]]))
+    with pytest.raises(TypeError, match="edge_index must hold integer node ids"):
+        conv(torch.randn(N, 6), e.double())
+    with pytest.raises(TypeError, match=r"edge_index must be a torch.Tensor of shape \(2, E\), got list"):
+        check_edge_index([[0], [1]], 2)
+    with pytest.raises(ValueError, match="channels must be >= 1, got 0"):
+        CSNNConv(0)
+    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\), got 1.0"):
+        CSNNConv(2, dropout=1.0)
+    with pytest.raises(ValueError, match="kind must be 'in' or 'out', got 'both'"):
+        sheaf_laplacian(torch.zeros(2, 1, 1), e[:, :0], torch.ones(2, 1, 1), torch.ones(2, 1, 1), "both")
+    with pytest.raises(ValueError, match="layers must be a positive integer, got 0"):
+        CSNN(4, 2, layers=0)
+    assert check_edge_index(torch.tensor([[0], [1]], dtype=torch.int32), 2).dtype == torch.int64
+
+
+def test_csnn_model_state_dict_roundtrip_and_dtype():
+    e, N = _graph()
+    torch.manual_seed(0)
+    m = CSNN(7, 3, d=2, hidden=4, layers=2, dropout=0.0).eval()
+    x = torch.randn(N, 7)
+    out = m(x, e)
+    assert out.shape == (N, 3) and out.dtype == torch.float64
+    m2 = CSNN(7, 3, d=2, hidden=4, layers=2, dropout=0.0).eval()
+    m2.load_state_dict(m.state_dict())
+    torch.testing.assert_close(m2(x, e), out)
+    m32 = m.float()
+    assert m32(x.float(), e).dtype == torch.float32
+    assert len(m.convs) == 2 and m.encoder.out_features == 8
+
+
+def test_csnn_input_dropout_is_used():
+    e, N = _graph()
+    m = CSNN(7, 3, d=2, hidden=4, layers=1, dropout=0.0, input_dropout=0.9).train()
+    x = torch.randn(N, 7)
+    torch.manual_seed(0)
+    a = m(x, e)
+    m.eval()
+    assert not torch.allclose(a, m(x, e))
+
+
+def test_csnn_learns_heterophilic_pattern():
+    # a bipartite graph whose labels alternate: neighbours always differ
+    torch.manual_seed(0)
+    N = 12
+    y = torch.arange(N) % 2
+    src = torch.arange(N)
+    dst = (src + 1) % N
+    e = torch.cat([torch.stack([src, dst]), torch.stack([dst, src])], 1)
+    x = torch.randn(N, 4) * 0.1 + y[:, None] * 0.5
+    m = CSNN(4, 2, d=2, hidden=4, layers=2, dropout=0.0)
+    opt = torch.optim.Adam(m.parameters(), lr=0.05)
+    for _ in range(30):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(m(x, e), y).backward()
+        opt.step()
+    assert (m(x, e).argmax(-1) == y).float().mean() > 0.9
+
+
+# ------------------------------------------------------------------ baselines
+def test_gcn_equation():
+    e, N = _graph()
+    conv = GCNConv(3, 2)
+    with torch.no_grad():
+        conv.bias.copy_(torch.tensor([0.1, -0.2]))
+    x = torch.randn(N, 3)
+    A = torch.eye(N)
+    A[e[1], e[0]] = 1.0
+    deg = A.sum(1)
+    want = torch.diag(deg ** -0.5) @ A @ torch.diag(deg ** -0.5) @ conv.lin(x) + conv.bias
+    torch.testing.assert_close(conv(x, e), want)
+
+
+def test_gcn_ignores_given_self_loops():
+    e, N = _graph()
+    conv = GCNConv(3, 2)
+    x = torch.randn(N, 3)
+    loops = torch.stack([torch.arange(N), torch.arange(N)])
+    torch.testing.assert_close(conv(x, torch.cat([e, loops], 1)), conv(x, e))
+
+
+def test_gat_equation():
+    torch.manual_seed(0)
+    e, N = _graph()
+    conv = GATConv(3, 2, heads=2)
+    with torch.no_grad():
+        conv.bias.copy_(torch.arange(4.0) / 10)
+    x = torch.randn(N, 3)
+    h = conv.lin(x).view(N, 2, 2)
+    out = torch.zeros(N, 2, 2)
+    nbrs = {i: [i] for i in range(N)}
+    for u, v in e.t().tolist():
+        nbrs[v].append(u)
+    for i in range(N):
+        for k in range(2):
+            s = torch.stack([torch.nn.functional.leaky_relu(
+                conv.att_dst[k] @ h[i, k] + conv.att_src[k] @ h[j, k], 0.2) for j in nbrs[i]])
+            a = torch.softmax(s, 0)
+            out[i, k] = sum(a[n] * h[j, k] for n, j in enumerate(nbrs[i]))
+    torch.testing.assert_close(conv(x, e), out.reshape(N, 4) + conv.bias)
+
+
+def test_nsd_equation():
+    torch.manual_seed(0)
+    e, N = _graph()
+    e = torch.unique(torch.cat([e, e.flip(0)], 1), dim=1)
+    conv = NSDConv(2, d=2)
+    with torch.no_grad():
+        conv.eps.copy_(torch.tensor([[0.3], [-0.5]]))
+    x = torch.randn(N, 4)
+    xs = x.view(N, 2, 2)
+    z = conv.right(conv.left @ xs)
+    d = 2
+    L = torch.zeros(N * d, N * d)
+    deg = torch.zeros(N)
+    for u, v in e.t().tolist():  # message into v from u along the edge {u, v}
+        Fv = orthogonal_from_params(torch.tanh(conv.map_lin(torch.cat([x[v], x[u]]))), d)
+        Fu = orthogonal_from_params(torch.tanh(conv.map_lin(torch.cat([x[u], x[v]]))), d)
+        L[v * d:(v + 1) * d, v * d:(v + 1) * d] += Fv.t() @ Fv
+        L[v * d:(v + 1) * d, u * d:(u + 1) * d] -= Fv.t() @ Fu
+        deg[v] += 1
+    s = torch.diag(((deg + 1) ** -0.5).repeat_interleave(d))
+    Lz = (s @ L @ s @ z.reshape(N * d, 2)).reshape(N, d, 2)
+    want = (1 + torch.tanh(conv.eps)) * xs - torch.nn.functional.gelu(Lz)
+    torch.testing.assert_close(conv(x, e), want.reshape(N, 4))
+    conv.act = False
+    torch.testing.assert_close(conv(x, e), ((1 + torch.tanh(conv.eps)) * xs - Lz).reshape(N, 4))
+
+
+@pytest.mark.parametrize("kind", GNN.KINDS)
+def test_gnn_wrapper_shapes_and_roundtrip(kind):
+    e, N = _graph()
+    torch.manual_seed(0)
+    m = GNN(kind, 6, 3, hidden=4, layers=2, dropout=0.0, d=2, heads=2).eval()
+    x = torch.randn(N, 6)
+    out = m(x, e)
+    assert out.shape == (N, 3)
+    m2 = GNN(kind, 6, 3, hidden=4, layers=2, dropout=0.0, d=2, heads=2).eval()
+    m2.load_state_dict(m.state_dict())
+    torch.testing.assert_close(m2(x, e), out)
+
+
+def test_gnn_dropout_and_activation_matter():
+    e, N = _graph()
+    x = torch.randn(N, 6)
+    for kind in ("gcn", "gat", "nsd"):
+        torch.manual_seed(0)
+        m = GNN(kind, 6, 3, hidden=4, layers=2, dropout=0.5, d=2, heads=2)
+        m.eval()
+        a = m(x, e)
+        m.train()
+        assert not torch.allclose(a, m(x, e)), kind
+    torch.manual_seed(0)
+    m = GNN("gcn", 6, 3, hidden=4, layers=1, dropout=0.0).eval()
+    h = m.convs[0](m.encoder(x), e)
+    torch.testing.assert_close(m(x, e), m.decoder(torch.relu(h)))
+    m = GNN("gat", 6, 3, hidden=4, layers=1, dropout=0.0, heads=2).eval()
+    h = m.convs[0](m.encoder(x), e)
+    torch.testing.assert_close(m(x, e), m.decoder(torch.nn.functional.elu(h)))
+    m = GNN("nsd", 6, 3, hidden=4, layers=1, dropout=0.0, d=2).eval()
+    assert m.encoder.out_features == 8
+    torch.testing.assert_close(m(x, e), m.decoder(m.convs[0](m.encoder(x), e)))
+    m = GNN("csnn", 6, 3, hidden=4, layers=3, dropout=0.0, d=2)
+    assert len(m.net.convs) == 3 and m.net.d == 2
+
+
+def test_gnn_rejections():
+    with pytest.raises(ValueError, match=r"kind must be one of \('gcn', 'gat', 'nsd', 'csnn'\), got 'mlp'"):
+        GNN("mlp", 3, 2)
+    with pytest.raises(ValueError, match=r"hidden \(6\) must be divisible by heads \(4\)"):
+        GNN("gat", 3, 2, hidden=6, heads=4)
+
+
+# ------------------------------------------------------------------ data
+def test_ring_transfer_layout():
+    r = ring_transfer(3, 4, 5, np.random.default_rng(0))
+    n = 8
+    assert r["x"].shape == (3 * n, 7)
+    assert r["edge_index"].shape == (2, 3 * 2 * n)
+    torch.testing.assert_close(r["targets"], torch.tensor([4, 12, 20]))
+    for gi in range(3):
+        src = r["x"][gi * n]
+        assert src[:5].argmax() == r["y"][gi] and src[5] == 1 and src[6] == 0
+        tgt = r["x"][gi * n + 4]
+        assert tgt[:6].sum() == 0 and tgt[6] == 1
+        assert r["x"][gi * n + 1].abs().sum() == 0
+    # every node of a ring has degree 2 and edges stay inside each graph
+    deg = torch.bincount(r["edge_index"][1], minlength=3 * n)
+    assert (deg == 2).all()
+    assert ((r["edge_index"][0] // n) == (r["edge_index"][1] // n)).all()
+    # the target is at `distance` hops from the source: BFS on graph 0
+    A = {i: set() for i in range(n)}
+    for u, v in r["edge_index"][:, : 2 * n].t().tolist():
+        A[u].add(v)
+    dist, frontier, seen = 0, {0}, {0}
+    while 4 not in frontier:
+        frontier = {w for f in frontier for w in A[f]} - seen
+        seen |= frontier
+        dist += 1
+    assert dist == 4
+    with pytest.raises(ValueError, match="need distance >= 1, n_graphs >= 1, n_classes >= 2; got 0, 3, 5"):
+        ring_transfer(3, 0, 5, np.random.default_rng(0))
+
+
+@pytest.mark.skipif(not (DEFAULT_ROOT / "texas.npz").is_file(), reason="shared heterophilous data absent")
+def test_load_texas():
+    g = load_heterophilous("texas")
+    assert g["x"].shape == (183, 1703) and g["x"].dtype == torch.float32
+    assert g["num_classes"] == 5 and g["y"].shape == (183,)
+    assert g["train_masks"].shape == (10, 183) and g["train_masks"].dtype == torch.bool
+    assert not (g["train_masks"] & g["test_masks"]).any()
+    e = g["edge_index"]
+    assert (e[0] != e[1]).all()
+    keys = set((e[0] * 183 + e[1]).tolist())
+    assert len(keys) == e.shape[1]  # no duplicates
+    assert all((v * 183 + u) in keys for u, v in e.t().tolist())  # symmetric
+    d = load_heterophilous("texas", undirected=False)
+    assert d["edge_index"].shape[1] < e.shape[1]
+
+
+def _write_npz(path):
+    rng = np.random.default_rng(0)
+    edges = np.array([[0, 1], [1, 0], [1, 2], [2, 2], [3, 1], [0, 1]])  # a reverse pair, a self-loop, a duplicate
+    masks = np.zeros((10, 4), dtype=bool)
+    masks[:, 0] = True
+    np.savez(path / "texas.npz", node_features=rng.normal(size=(4, 3)), node_labels=np.array([0, 2, 1, 2]),
+             edges=edges, train_masks=masks, val_masks=~masks, test_masks=np.zeros((10, 4), dtype=np.uint8))
+
+
+def test_loader_on_a_small_file(tmp_path):
+    _write_npz(tmp_path)
+    g = load_heterophilous("texas", root=tmp_path)
+    assert g["x"].dtype == torch.float32 and g["x"].shape == (4, 3)
+    assert g["y"].tolist() == [0, 2, 1, 2] and g["num_classes"] == 3
+    pairs = sorted(map(tuple, g["edge_index"].t().tolist()))
+    assert pairs == [(0, 1), (1, 0), (1, 2), (1, 3), (2, 1), (3, 1)]
+    d = load_heterophilous("texas", root=str(tmp_path), undirected=False)
+    assert sorted(map(tuple, d["edge_index"].t().tolist())) == [(0, 1), (1, 0), (1, 2), (3, 1)]
+    for k in ("train_masks", "val_masks", "test_masks"):
+        assert g[k].dtype == torch.bool and g[k].shape == (10, 4)
+    assert g["train_masks"][:, 0].all() and not g["train_masks"][:, 1:].any()
+    assert g["val_masks"][:, 1:].all() and not g["test_masks"].any()
+
+
+def test_load_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="texas.npz not found: the heterophilous graphs"):
+        load_heterophilous("texas", root=tmp_path)
+    with pytest.raises(ValueError, match="unknown dataset 'cora'; available: texas, cornell"):
+        load_heterophilous("cora")
+
+
+@pytest.mark.slow
+def test_quick_scale_runs():
+    from iclr26.architectures.csnn.experiment import run
+    out = run("quick", 0)
+    assert set(out["metrics"]["test_accuracy"]) == {"csnn", "csnn_tied", "nsd", "gcn", "gat"}
+
+
+def test_dropout_only_in_training_and_at_the_given_rate():
+    e, N = _graph()
+    x = torch.randn(N, 6)
+    for kind in GNN.KINDS:
+        torch.manual_seed(0)
+        m = GNN(kind, 6, 3, hidden=4, layers=2, dropout=0.7, d=2, heads=2).eval()
+        torch.testing.assert_close(m(x, e), m(x, e))  # no dropout in eval mode
+        torch.manual_seed(0)
+        z = GNN(kind, 6, 3, hidden=4, layers=2, dropout=0.0, d=2, heads=2).train()
+        torch.testing.assert_close(z(x, e), z(x, e))  # rate 0: nothing dropped while training
+    c = CSNN(6, 3, d=2, hidden=4, layers=1, dropout=0.0, input_dropout=0.0).train()
+    torch.testing.assert_close(c(x, e), c(x, e))
+    c = CSNN(6, 3, d=2, hidden=4, layers=1, dropout=0.6, input_dropout=0.6).eval()
+    torch.testing.assert_close(c(x, e), c(x, e))
+    g = GATConv(6, 2, heads=2, dropout=0.0).train()
+    torch.testing.assert_close(g(x, e), g(x, e))
+    g = GATConv(6, 2, heads=2, dropout=0.9).eval()
+    torch.testing.assert_close(g(x, e), g(x, e))
+    n = NSDConv(3, d=2, dropout=0.9).eval()
+    torch.testing.assert_close(n(x, e), n(x, e))
+
+
+def test_wrapper_passes_its_arguments():
+    m = GNN("csnn", 6, 3, hidden=5, layers=2, dropout=0.3, d=2)
+    assert m.net.hidden == 5 and m.net.dropout == 0.3 and m.net.convs[0].dropout == 0.3
+    assert m.net.convs[0].source_maps is not None  # not tied
+    m = GNN("nsd", 6, 3, hidden=5, layers=2, dropout=0.3, d=2)
+    assert m.convs[0].dropout == 0.3 and m.convs[0].d == 2 and m.convs[0].channels == 5
+    m = GNN("gat", 6, 3)
+    assert m.convs[0].heads == 4 and m.dropout == 0.5
+    m = GNN("nsd", 6, 3)
+    assert m.convs[0].d == 3
+    c = CSNN(6, 3, d=2, hidden=4, layers=2, tied=True)
+    assert all(conv.tied and conv.source_maps is None for conv in c.convs)
+    assert CSNN(6, 3).dropout == 0.5 and not CSNN(6, 3).convs[0].tied
+    conv = CSNNConv(3, d=2)
+    assert conv.target_maps.c_max == 10.0 and conv.source_maps.c_max == 10.0
+    assert CSNNConv(3, d=2, c_max=4.0).source_maps.c_max == 4.0
+    assert CSNNConv(1, d=2).channels == 1  # one channel is allowed
+    for name in ("in_channels", "out_channels", "d", "hidden"):
+        kw = dict(in_channels=4, out_channels=2, d=2, hidden=3, layers=1)
+        kw[name] = 0
+        with pytest.raises(ValueError, match=f"{name} must be a positive integer, got 0"):
+            CSNN(**kw)
+
+
+def test_no_biases_in_the_linear_maps():
+    assert GCNConv(3, 2).lin.bias is None and GATConv(3, 2).lin.bias is None
+    assert NSDConv(2, d=2).right.bias is None and CSNNConv(2, d=2).right.bias is None
+
+
+def test_ring_transfer_edges_and_classes():
+    r = ring_transfer(200, 3, 4, np.random.default_rng(1))
+    n = 6
+    src, dst = r["edge_index"][:, : 2 * n]
+    assert sorted(zip(src.tolist(), dst.tolist())) == sorted(
+        [(i, (i + 1) % n) for i in range(n)] + [((i + 1) % n, i) for i in range(n)])
+    assert set(r["y"].tolist()) == {0, 1, 2, 3} and r["num_classes"] == 4
+    assert r["y"].dtype == torch.int64
+    assert r["x"][0, :4].max() == 1.0 and r["x"][0, :4].sum() == 1.0
+    for bad in [(0, 3, 4), (3, 0, 4), (3, 3, 1)]:
+        with pytest.raises(ValueError, match="need distance >= 1, n_graphs >= 1, n_classes >= 2"):
+            ring_transfer(bad[1], bad[0], bad[2], np.random.default_rng(0))
+    one = ring_transfer(1, 1, 2, np.random.default_rng(0))
+    assert one["x"].shape == (2, 4)
