@@ -1,0 +1,270 @@
+"""Linear-softmax contextual bandits and exact (small-model) DPO / IPO / AuxDPO / RLHF solutions
+(arXiv:2510.20413, Sections 3-5 and the didactic bandit examples).
+
+A policy class ``pi_theta(a|s) ∝ exp(theta . phi(s, a))`` over ``S`` states and ``K`` actions with
+``d``-dimensional features; ``rho`` is the state distribution; ``theta0`` the base policy.
+
+* implicit reward (Section 3): ``r_theta^beta(s, a) = beta log(pi_theta(a|s) / pi_theta0(a|s))``;
+* ``A_{rho, theta0}`` (Section 4): the ``d x m`` matrix (``m = S K``) whose ``(s, a)`` column is
+  ``rho(s) pi0(a|s) grad log pi0(a|s)``, and the Fisher matrix ``F = sum rho pi0 g g^T``;
+* the RLHF local solution (Section 4): ``theta* = theta0 + (1/beta) F^+ A r*``;
+* the exact AuxDPO form for small models (Section 5): ``delta = Gamma c`` with ``Gamma`` an
+  orthonormal basis of the null space of ``A``, so ``A delta = 0`` holds exactly.
+
+All fits minimise the empirical loss on preference counts with L-BFGS in float64.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from scipy.linalg import null_space
+
+from .loss import auxdpo_loss, dpo_loss, ipo_loss
+
+__all__ = ["LinearSoftmaxBandit", "PreferenceCounts", "null_space_basis", "fit_dpo", "fit_ipo", "fit_auxdpo",
+           "fit_bt_reward", "rlhf_solution", "rlhf_local_solution", "three_arm_example", "sample_preferences",
+           "random_bandit"]
+
+_T = torch.float64
+
+
+def _lbfgs(params, closure_fn, max_iter=500):
+    opt = torch.optim.LBFGS(params, lr=1.0, max_iter=max_iter, tolerance_grad=1e-10, tolerance_change=1e-13,
+                            history_size=50, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        loss = closure_fn()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    return params
+
+
+@dataclass
+class PreferenceCounts:
+    """Comparison data as counts: ``(s, a, b, n_ab, n_ba)`` = state, pair, times ``a`` won, times ``b`` won."""
+
+    s: np.ndarray
+    a: np.ndarray
+    b: np.ndarray
+    wins_a: np.ndarray
+    wins_b: np.ndarray
+
+    def __post_init__(self):
+        arrs = [np.asarray(x) for x in (self.s, self.a, self.b, self.wins_a, self.wins_b)]
+        if len({x.shape for x in arrs}) != 1 or arrs[0].ndim != 1:
+            raise ValueError("s, a, b, wins_a, wins_b must be 1-D arrays of one length")
+        if np.any(arrs[3] < 0) or np.any(arrs[4] < 0):
+            raise ValueError("win counts must be non-negative")
+        self.s, self.a, self.b = (x.astype(int) for x in arrs[:3])
+        self.wins_a, self.wins_b = (x.astype(float) for x in arrs[3:])
+
+    def as_pairs(self):
+        """Winner-loser arrays with weights: ``(s, w, l, weight)`` for both orientations."""
+        s = np.concatenate([self.s, self.s])
+        w = np.concatenate([self.a, self.b])
+        l_ = np.concatenate([self.b, self.a])
+        n = np.concatenate([self.wins_a, self.wins_b])
+        keep = n > 0
+        return s[keep], w[keep], l_[keep], n[keep]
+
+
+class LinearSoftmaxBandit:
+    """``pi_theta(a|s) ∝ exp(theta . phi[s, a])``; ``phi`` (S, K, d), ``theta0`` (d,), ``rho`` (S,)."""
+
+    def __init__(self, phi, theta0, rho=None):
+        phi = np.asarray(phi, float)
+        if phi.ndim != 3:
+            raise ValueError(f"phi must have shape (S, K, d), got {phi.shape}")
+        self.S, self.K, self.d = phi.shape
+        if self.K < 2:
+            raise ValueError(f"need at least 2 actions, got K={self.K}")
+        theta0 = np.asarray(theta0, float)
+        if theta0.shape != (self.d,):
+            raise ValueError(f"theta0 must have shape ({self.d},), got {theta0.shape}")
+        rho = np.full(self.S, 1.0 / self.S) if rho is None else np.asarray(rho, float)
+        if rho.shape != (self.S,) or np.any(rho < 0) or not np.isclose(rho.sum(), 1.0):
+            raise ValueError(f"rho must be a probability vector of length S={self.S}")
+        self.phi, self.theta0, self.rho = phi, theta0, rho
+        self._phi_t = torch.tensor(phi, dtype=_T)
+
+    # ---------------------------------------------------------------- policy
+    def logpi(self, theta):
+        """``log pi_theta(a|s)``, shape (S, K); numpy in, numpy out; torch in, torch out."""
+        if isinstance(theta, torch.Tensor):
+            return torch.log_softmax(self._phi_t @ theta, dim=-1)
+        z = self.phi @ np.asarray(theta, float)
+        z = z - z.max(-1, keepdims=True)
+        return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+    def _lp0_t(self):
+        if getattr(self, "_lp0_cache", None) is None:
+            self._lp0_cache = torch.tensor(self.logpi(self.theta0), dtype=_T)
+        return self._lp0_cache
+
+    def policy(self, theta):
+        return np.exp(self.logpi(theta))
+
+    def expected_reward(self, theta, r):
+        """``sum_s rho(s) sum_a pi_theta(a|s) r(s, a)``."""
+        return float(self.rho @ (self.policy(theta) * np.asarray(r, float).reshape(self.S, self.K)).sum(-1))
+
+    def kl(self, theta_p, theta_q):
+        """``sum_s rho(s) KL(pi_p(.|s) || pi_q(.|s))``."""
+        lp, lq = self.logpi(theta_p), self.logpi(theta_q)
+        return float(self.rho @ (np.exp(lp) * (lp - lq)).sum(-1))
+
+    def implicit_reward(self, theta, beta):
+        """``beta log(pi_theta / pi_theta0)``, shape (S, K) (Section 3)."""
+        return beta * (self.logpi(theta) - self.logpi(self.theta0))
+
+    # ---------------------------------------------------------------- geometry at theta0
+    def score(self, theta=None):
+        """``grad_theta log pi_theta(a|s) = phi(s, a) - E_pi phi(s, .)``, shape (S, K, d)."""
+        p = self.policy(self.theta0 if theta is None else theta)
+        return self.phi - np.einsum("sk,skd->sd", p, self.phi)[:, None, :]
+
+    def A_matrix(self):
+        """``A_{rho, theta0}``: (d, S*K), column (s, a) = ``rho(s) pi0(a|s) grad log pi0(a|s)`` (Section 4)."""
+        w = self.rho[:, None] * self.policy(self.theta0)
+        return (w[..., None] * self.score()).reshape(self.S * self.K, self.d).T
+
+    def fisher(self):
+        """``F = sum_{s,a} rho(s) pi0(a|s) g g^T`` with ``g = grad log pi0(a|s)``."""
+        g = self.score().reshape(-1, self.d)
+        w = (self.rho[:, None] * self.policy(self.theta0)).reshape(-1)
+        return (g * w[:, None]).T @ g
+
+
+def null_space_basis(A, rcond=None):
+    """Orthonormal basis ``Gamma`` (m, m - rank A) of the null space of ``A`` (d, m): ``A Gamma = 0``."""
+    A = np.asarray(A, float)
+    if A.ndim != 2:
+        raise ValueError(f"A must be a 2-D matrix, got shape {A.shape}")
+    return null_space(A, rcond=rcond)
+
+
+# -------------------------------------------------------------------- data
+def sample_preferences(bandit, r, pair_probs, n, rng):
+    """Draw ``n`` comparisons: state ~ rho, pair ~ ``pair_probs[s]`` (dict-free (S, P) over all a<b pairs),
+    winner by the Bradley-Terry-Luce model on ``r``. Returns :class:`PreferenceCounts`."""
+    S, K = bandit.S, bandit.K
+    ia, ib = np.triu_indices(K, 1)
+    pair_probs = np.asarray(pair_probs, float)
+    if pair_probs.shape != (S, ia.size):
+        raise ValueError(f"pair_probs must have shape (S, K(K-1)/2) = ({S}, {ia.size}), got {pair_probs.shape}")
+    r = np.asarray(r, float).reshape(S, K)
+    joint = (bandit.rho[:, None] * pair_probs).reshape(-1)
+    cnt = rng.multinomial(n, joint / joint.sum()).reshape(S, ia.size)
+    s_idx, p_idx = np.nonzero(cnt)
+    a, b = ia[p_idx], ib[p_idx]
+    pa = 1.0 / (1.0 + np.exp(-(r[s_idx, a] - r[s_idx, b])))
+    wa = rng.binomial(cnt[s_idx, p_idx], pa)
+    return PreferenceCounts(s_idx, a, b, wa, cnt[s_idx, p_idx] - wa)
+
+
+def _pairs_t(data):
+    s, w, l_, n = data.as_pairs()
+    return s, w, l_, torch.tensor(n / n.sum(), dtype=_T)
+
+
+def _logps(bandit, theta, s, w, l_):
+    lp = bandit.logpi(theta)
+    lp0 = bandit._lp0_t()
+    return lp[s, w], lp[s, l_], lp0[s, w], lp0[s, l_]
+
+
+def fit_dpo(bandit, data, beta):
+    """``argmin_theta`` of the weighted empirical DPO loss (Section 3; Proposition 1's estimator)."""
+    s, w, l_, wt = _pairs_t(data)
+    theta = torch.tensor(bandit.theta0, dtype=_T, requires_grad=True)
+    _lbfgs([theta], lambda: (wt * dpo_loss(*_logps(bandit, theta, s, w, l_), beta=beta)).sum())
+    return theta.detach().numpy()
+
+
+def fit_ipo(bandit, data, tau):
+    """``argmin_theta`` of the weighted empirical IPO loss (Azar et al. 2024)."""
+    s, w, l_, wt = _pairs_t(data)
+    theta = torch.tensor(bandit.theta0, dtype=_T, requires_grad=True)
+    _lbfgs([theta], lambda: (wt * ipo_loss(*_logps(bandit, theta, s, w, l_), tau=tau)).sum())
+    return theta.detach().numpy()
+
+
+def fit_auxdpo(bandit, data, beta, lambda_amp, *, Gamma=None, return_delta=False):
+    """AuxDPO, exact small-model form (Section 5): ``delta = Gamma c`` over an exact null-space basis of
+    ``A_{rho, theta0}``, so the null-space penalty is identically zero; ``lambda_amp ||delta||^2`` is kept.
+    ``delta`` is indexed by (s, a) and discarded after training (returned only if ``return_delta``)."""
+    s, w, l_, wt = _pairs_t(data)
+    Gamma = null_space_basis(bandit.A_matrix()) if Gamma is None else np.asarray(Gamma, float)
+    G = torch.tensor(Gamma, dtype=_T)
+    theta = torch.tensor(bandit.theta0, dtype=_T, requires_grad=True)
+    c = torch.zeros(Gamma.shape[1], dtype=_T, requires_grad=True)
+    K = bandit.K
+
+    def obj():
+        delta = G @ c
+        per = auxdpo_loss(*_logps(bandit, theta, s, w, l_), delta[s * K + w], delta[s * K + l_], beta=beta,
+                          reduction="none")
+        return (wt * per).sum() + lambda_amp * (delta ** 2).sum()
+
+    _lbfgs([theta, c], obj)
+    th = theta.detach().numpy()
+    return (th, (G @ c).detach().numpy().reshape(bandit.S, K)) if return_delta else th
+
+
+def fit_bt_reward(bandit, data, ridge=1e-3):
+    """Two-stage RLHF, stage 1: a tabular Bradley-Terry reward ``r(s, a)`` fitted by penalised maximum
+    likelihood (``ridge ||r||^2`` makes unobserved actions identifiable)."""
+    s, w, l_, wt = _pairs_t(data)
+    r = torch.zeros(bandit.S * bandit.K, dtype=_T, requires_grad=True)
+    K = bandit.K
+    _lbfgs([r], lambda: -(wt * torch.nn.functional.logsigmoid(r[s * K + w] - r[s * K + l_])).sum()
+           + ridge * (r ** 2).sum())
+    return r.detach().numpy().reshape(bandit.S, K)
+
+
+def rlhf_solution(bandit, r, beta):
+    """Two-stage RLHF, stage 2 (exact): ``argmax_theta sum_s rho(s) [E_pi r - beta KL(pi || pi0)]``."""
+    rt = torch.tensor(np.asarray(r, float).reshape(bandit.S, bandit.K), dtype=_T)
+    rho = torch.tensor(bandit.rho, dtype=_T)
+    lp0 = bandit._lp0_t()
+    theta = torch.tensor(bandit.theta0, dtype=_T, requires_grad=True)
+
+    def obj():
+        lp = bandit.logpi(theta)
+        p = lp.exp()
+        return -(rho * (p * (rt - beta * (lp - lp0))).sum(-1)).sum()
+
+    _lbfgs([theta], obj)
+    return theta.detach().numpy()
+
+
+def rlhf_local_solution(bandit, r, beta):
+    """``theta0 + (1/beta) F^+ A_{rho, theta0} r`` (Section 4, the natural-gradient step)."""
+    return bandit.theta0 + np.linalg.pinv(bandit.fisher()) @ bandit.A_matrix() @ np.asarray(r, float).reshape(-1) / beta
+
+
+def random_bandit(rng, S=4, K=20, d=3, theta0_scale=0.5, pair_concentration=0.3):
+    """A random misspecified instance: Gaussian features, a non-uniform base policy, a reward drawn
+    independently of the features (so not realisable by the class), skewed pair frequencies."""
+    phi = rng.standard_normal((S, K, d))
+    bandit = LinearSoftmaxBandit(phi, theta0_scale * rng.standard_normal(d))
+    r = rng.standard_normal((S, K))
+    pairs = rng.dirichlet(np.full(K * (K - 1) // 2, pair_concentration), size=S)
+    return bandit, r, pairs
+
+
+def three_arm_example():
+    """The paper's didactic example (Section 3): one state, ``pi_theta ∝ [e^theta, e^-theta, 1]``,
+    ``r* = [1, 2, 0]``, comparisons skewed towards the pair (1, 3), ``beta = 1``.
+    Returns ``(bandit, r_star, counts)`` with population counts ``n_12 = 1, n_13 = 10, n_23 = 1``
+    split by the BTL probabilities (fractional counts: the population loss)."""
+    bandit = LinearSoftmaxBandit(np.array([[[1.0], [-1.0], [0.0]]]), np.zeros(1))
+    r = np.array([[1.0, 2.0, 0.0]])
+    a, b, n = np.array([0, 0, 1]), np.array([1, 2, 2]), np.array([1.0, 10.0, 1.0])
+    p = 1.0 / (1.0 + np.exp(-(r[0, a] - r[0, b])))
+    return bandit, r, PreferenceCounts(np.zeros(3, int), a, b, n * p, n * (1 - p))
