@@ -24,7 +24,7 @@ def test_bias_hand_computed():
     assert b.shape == (2, 3, 3)
     assert math.isclose(float(b[0, 2, 0].detach()), -0.5 * math.sqrt(2), rel_tol=1e-6)
     assert math.isclose(float(b[1, 2, 1].detach()), -0.5, rel_tol=1e-6)
-    assert float(b[0, 1, 1]) == 0.0
+    assert float(b[0, 1, 1].detach()) == 0.0
     with torch.no_grad():
         prior.loc.fill_(-1.0)  # location shifts the mode: j - i = -1 gets the largest prior
     b = prior.bias(4)
@@ -67,7 +67,7 @@ def test_negative_shape_is_anti_local():
     """beta < 0: the prior grows with distance ("retrieval" heads in the paper's analysis)."""
     b = GGDPositionalBias(GGDPriorConfig(1, shape_init=-0.5)).bias(50)[0, -1]
     assert torch.all(b[:-1] >= b[1:])  # row of the last query: farther keys get more prior mass
-    assert float(b[0]) > float(b[-2])
+    assert float(b[0].detach()) > float(b[-2].detach())
 
 
 def test_ssmax_scales_logits_by_log_length():
@@ -149,3 +149,128 @@ def test_experiment_smoke_contract():
         lengths = {len(v) for v in arms.values()}
         assert len(lengths) == 1  # items paired by position across arms
         assert all(math.isfinite(x) for v in arms.values() for x in v)
+
+
+def _reference_bias(log_scale, shape, loc, eps, T_q, T_k):
+    """Independent numpy form of g_h(i, j) = -exp(s_h) (|j - i - mu_h| + eps)^beta_h, query i of
+    T_q aligned to the last T_q of T_k keys."""
+    out = np.empty((len(shape), T_q, T_k))
+    for h in range(len(shape)):
+        for a in range(T_q):
+            i = T_k - T_q + a
+            for j in range(T_k):
+                out[h, a, j] = -math.exp(log_scale[h]) * (abs(j - i - loc[h]) + eps) ** shape[h]
+    return out
+
+
+def test_bias_matches_reference_with_loc_eps_and_rectangular_lengths():
+    prior = GGDPositionalBias(GGDPriorConfig(3, scale_init=3.0, eps=0.25)).double()
+    with torch.no_grad():
+        prior.log_scale.copy_(torch.tensor([-1.5, 0.3, -0.2], dtype=torch.float64))
+        prior.shape.copy_(torch.tensor([1.7, -0.4, 0.6], dtype=torch.float64))
+        prior.loc.copy_(torch.tensor([0.0, 1.5, -2.25], dtype=torch.float64))
+    ref = _reference_bias([-1.5, 0.3, -0.2], [1.7, -0.4, 0.6], [0.0, 1.5, -2.25], 0.25, 4, 9)
+    np.testing.assert_allclose(prior.bias(4, 9).detach().numpy(), ref, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(prior.bias(9).detach().numpy(), _reference_bias(
+        [-1.5, 0.3, -0.2], [1.7, -0.4, 0.6], [0.0, 1.5, -2.25], 0.25, 9, 9), rtol=1e-12, atol=1e-12)
+
+
+def test_initial_values_follow_official_code():
+    """exp(s_h) = ALiBi slope (scale_init 'slope'), or 1/a for a float a; shape 1; loc 0; eps 1e-5;
+    scale and shape trained, loc fixed (official AttentionPrior defaults)."""
+    p = GGDPositionalBias(GGDPriorConfig(8))
+    torch.testing.assert_close(p.log_scale.exp().detach(), alibi_slopes(8))
+    assert torch.all(p.shape == 1.0) and torch.all(p.loc == 0.0) and p.config.eps == 1e-5
+    assert p.log_scale.requires_grad and p.shape.requires_grad and not p.loc.requires_grad
+    q = GGDPositionalBias(GGDPriorConfig(2, scale_init=4.0, shape_init=0.5, loc_init=0.75, train_scale=False,
+                                         train_shape=False, train_loc=True))
+    torch.testing.assert_close(q.log_scale.exp().detach(), torch.full((2,), 0.25))
+    assert torch.all(q.shape == 0.5) and torch.all(q.loc == 0.75)
+    assert not q.log_scale.requires_grad and not q.shape.requires_grad and q.loc.requires_grad
+    assert "n_heads=8" in repr(p) and "eps=1e-05" in repr(p)
+
+
+def test_forward_protocol_dtype_and_shapes():
+    prior = GGDPositionalBias(GGDPriorConfig(2, shape_init=0.5))
+    q, k = torch.randn(1, 2, 5, 4, dtype=torch.float64), torch.randn(1, 2, 5, 4, dtype=torch.float64)
+    q2, k2, b = prior(q, k)
+    assert q2 is q and k2 is k and b.dtype == torch.float64 and b.shape == (2, 5, 5)
+    torch.testing.assert_close(b, prior.bias(5).double())
+
+
+def test_ssmax_scales_the_prior_too():
+    """BAM's ssmax_prior=True: (q.k/sqrt(D) + prior) * s_h log n_i. With zero q/k weights the
+    logits are the scaled prior alone, so the attention weights are softmax(prior * log n)."""
+    torch.manual_seed(0)
+    prior = GGDPositionalBias(GGDPriorConfig(2, scale_init=2.0, shape_init=0.7)).double()
+    attn = SoftmaxAttention(4, 2, prior, ssmax=True).double()
+    with torch.no_grad():
+        attn.qkv.weight[:8].zero_()  # q = k = 0
+        attn.ssmax_scale.copy_(torch.tensor([1.0, 2.0]))
+        attn.out.weight.copy_(torch.eye(4))
+    T = 6
+    x = torch.randn(1, T, 4, dtype=torch.float64)
+    v = (x @ attn.qkv.weight[8:].T).view(1, T, 2, 2).transpose(1, 2)
+    logn = torch.log(torch.arange(1.0, T + 1, dtype=torch.float64))[:, None]
+    logits = prior.bias(T) * torch.tensor([1.0, 2.0], dtype=torch.float64)[:, None, None] * logn
+    logits = logits.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    ref = (torch.softmax(logits, -1) @ v[0]).transpose(0, 1).reshape(1, T, 4)
+    torch.testing.assert_close(attn(x), ref)
+
+
+def test_experiment_arms_and_optimizer_groups():
+    """Six arms: {BAM, ALiBi, RoPE (base 5e5, official rope_theta)} x {SSMax, none}; weight decay on
+    matrices only (official train.py groups), never on the prior or the SSMax scales."""
+    from iclr26.architectures.bam import experiment as E
+    from iclr26.common.tiny_attention import RoPE
+    cfg = E.SCALES["smoke"]
+    kinds = {"bam": GGDPositionalBias, "alibi": ALiBi, "rope": RoPE}
+    for arm in E.ARMS:
+        m = E._build(arm, cfg, 28)
+        mixer = m.layers[0]["mixer"]
+        assert mixer.ssmax == arm.endswith("_ssmax")
+        assert isinstance(mixer.positional, kinds[arm.split("_")[0]])
+        if arm.startswith("rope"):
+            assert mixer.positional.base == 500000.0
+        if arm.startswith("bam"):
+            assert m.layers[1]["mixer"].positional is mixer.positional  # one shared prior
+            opt = E._optimizer(m, cfg)
+            decay, rest = opt.param_groups
+            assert decay["weight_decay"] == 0.1 and rest["weight_decay"] == 0.0
+            ids = {id(p) for p in rest["params"]}
+            assert id(mixer.positional.shape) in ids and id(mixer.positional.log_scale) in ids
+            assert all(p.dim() >= 2 for p in decay["params"])
+            assert opt.defaults["betas"] == (0.9, 0.95)
+            if arm == "bam_ssmax":
+                assert id(mixer.ssmax_scale) in ids
+    with pytest.raises(ValueError, match="unknown arm"):
+        E._build("sinusoidal", cfg, 28)
+
+
+def test_single_query_and_rectangular_forward():
+    """One query (decoding step) is allowed; forward uses the key length (queries last-aligned)."""
+    prior = GGDPositionalBias(GGDPriorConfig(2, shape_init=0.5))
+    torch.testing.assert_close(prior.bias(1), torch.full((2, 1, 1), 0.0) - prior.log_scale.exp().detach()[:, None, None]
+                               * 1e-5 ** 0.5)
+    torch.testing.assert_close(prior.bias(1, 4), prior.bias(4)[:, -1:])
+    q, k = torch.randn(1, 2, 3, 4), torch.randn(1, 2, 5, 4)
+    _, _, b = prior(q, k)
+    assert b.shape == (2, 3, 5)
+    torch.testing.assert_close(b, prior.bias(5)[:, -3:])
+
+
+def test_bias_follows_the_module_device():
+    """On the meta device (no data), the bias is built where the parameters are."""
+    prior = GGDPositionalBias(GGDPriorConfig(2)).to("meta")
+    assert prior.bias(4).device.type == "meta"
+    q = torch.empty(1, 2, 4, 4, device="meta")
+    assert prior(q, q)[2].device.type == "meta"
+
+
+def test_scale_init_bounds():
+    with pytest.raises(ValueError, match="scale_init"):
+        GGDPriorConfig(2, scale_init=0.0)
+    with pytest.raises(ValueError, match="scale_init"):
+        GGDPriorConfig(2, scale_init=float("inf"))
+    p = GGDPositionalBias(GGDPriorConfig(2, scale_init=0.5))  # exp(s) = 2
+    torch.testing.assert_close(p.log_scale.exp().detach(), torch.full((2,), 2.0))

@@ -9,11 +9,16 @@ RoPE rotates the feature pair ``j`` of a query/key at position ``t`` by the fixe
 cumulative phase (the paper's "Selective RoPE" method section; official `SelectiveRoPE` module):
 
     phi_t     = W_2 W_1 l2norm(x_t)                 (low-rank phase projection, per head)
-    phi_t    <- causal_depthwise_conv(phi)_t         (short convolution, kernel 4)
+    phi_t    <- causal_depthwise_conv(phi)_t         (short convolution, kernel 4; without it, the
+                                                      official ``skip_conv`` first difference
+                                                      phi_t - phi_{t-1}, so that Phi_t = W_2 W_1 l2norm(x_t))
     phi_t    <- phi_t * sigmoid(W_g x_t)             (optional phase gate)
     phi_t    <- phi_t + exp(b)                       (optional learned phase bias)
     Phi_t     = sum_{s<=t} phi_s                     (cumulative phase)
-    theta_t,j = omega_j * Phi_t,j,  omega_j = temp_max / base^(2j/D)
+    theta_t,j = omega_j * Phi_t,j,  omega_j = temp_max / base^(2j/D)   ("rope" schedule)
+                                    omega_j = temp_max tan(a_j/2) / tan(a_max/2),
+                                    a_j = linspace(0, theta pi, D/2)  ("rfa" schedule of the
+                                    official ``rotary_temperature``, theta in (0, 1))
 
 and rotates ``[q0, q1] -> [q0 cos - q1 sin, q0 sin + q1 cos]``. Then
 ``<R(theta_t) q_t, R(theta_s) k_s>`` depends on ``Phi_t - Phi_s = sum_{s<r<=t} phi_r``: a
@@ -39,9 +44,12 @@ class SelectiveRoPEConfig:
     """Hyper-parameters of :class:`SelectiveRoPE`.
 
     Defaults follow the official code's ``SelectiveRoPE`` signature: ``phi_rank=16``,
-    ``d_conv=4``, ``base=500000`` (``temp_theta``), ``temp_max=1.0``, no gate, no bias,
-    frozen frequencies. The paper's synthetic-task configs use ``phi_rank=32``; the state-tracking
-    config uses ``base=1`` (all frequencies ``temp_max``) with ``use_bias=True``.
+    ``d_conv=4``, ``schedule="rope"`` with ``base=500000`` (``temp_type``, ``temp_theta``),
+    ``temp_max=1.0``, no gate, no bias, frozen frequencies. The paper's synthetic-task configs use
+    ``phi_rank=32``; the state-tracking config uses ``base=1`` (all frequencies ``temp_max``) with
+    ``use_bias=True``; the copying config uses ``use_conv=False`` (``skip_conv``),
+    ``schedule="rfa"``, ``base=0.9999`` and ``temp_max=0.25``. ``base`` is the official
+    ``temp_theta``: ``>= 1`` for the "rope" schedule, in ``(0, 1)`` for "rfa".
     """
 
     head_dim: int
@@ -52,6 +60,7 @@ class SelectiveRoPEConfig:
     use_conv: bool = True
     conv_activation: str | None = None  # None | "silu"
     base: float = 500000.0
+    schedule: str = "rope"  # "rope" | "rfa"
     temp_max: float = 1.0
     train_frequencies: bool = False
     use_gate: bool = False
@@ -66,8 +75,12 @@ class SelectiveRoPEConfig:
             raise ValueError(f"head_dim must be even (features are rotated in pairs), got {self.head_dim}")
         if self.model_dim % self.num_heads:
             raise ValueError(f"model_dim ({self.model_dim}) must be divisible by num_heads ({self.num_heads})")
-        if self.base < 1.0:
-            raise ValueError(f"base must be >= 1, got {self.base}")
+        if self.schedule not in ("rope", "rfa"):
+            raise ValueError(f"schedule must be 'rope' or 'rfa', got {self.schedule!r}")
+        if self.schedule == "rope" and not self.base >= 1.0:
+            raise ValueError(f"base must be >= 1 for the 'rope' schedule, got {self.base}")
+        if self.schedule == "rfa" and not 0.0 < self.base < 1.0:
+            raise ValueError(f"base must lie in (0, 1) for the 'rfa' schedule, got {self.base}")
         if self.temp_max <= 0:
             raise ValueError(f"temp_max must be > 0, got {self.temp_max}")
         if self.conv_activation not in (None, "silu"):
@@ -79,6 +92,18 @@ def l2_normalize(x: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
     return x * torch.rsqrt(x.pow(2).sum(-1, keepdim=True) + eps)
 
 
+def selective_frequencies(config: SelectiveRoPEConfig) -> torch.Tensor:
+    """The ``D/2`` rotation frequencies ``omega_j`` of ``config`` in float32 (official
+    ``rotary_temperature``): "rope" ``temp_max / base^(2j/D)``; "rfa" ``temp_max tan(a_j/2) /
+    max_j tan(a_j/2)`` with ``a_j`` evenly spaced on ``[0, base * pi]`` (so ``omega_0 = 0``)."""
+    c = config
+    if c.schedule == "rope":
+        return rope_frequencies(c.head_dim, c.base, c.temp_max)
+    a = torch.linspace(0.0, c.base * torch.pi, c.head_dim // 2, dtype=torch.float64)
+    t = torch.sqrt((1 - torch.cos(a)) / (1 + torch.cos(a)))
+    return (c.temp_max * t / t.max()).to(torch.float32)
+
+
 def apply_selective_rotary(q: torch.Tensor, k: torch.Tensor, phases: torch.Tensor, omega: torch.Tensor,
                            offset: torch.Tensor | None = None):
     """Rotate ``q``, ``k`` (``(B, H, T, D)``) by ``omega * cumsum(phases)``.
@@ -86,11 +111,16 @@ def apply_selective_rotary(q: torch.Tensor, k: torch.Tensor, phases: torch.Tenso
     ``phases``: ``(B, H, T, D/2)``; ``omega``: ``(D/2,)``; ``offset``: the carried cumulative
     phase ``(B, H, 1, D/2)`` for continuing a sequence. Returns ``(q, k, Phi)`` with
     ``Phi = offset + cumsum(phases)``.
+
+    The cumulative phase and the angles are computed in at least float32 whatever the dtype of
+    ``q`` (an angle near 1500 rounded to bfloat16 is off by up to 4 radians); ``q`` and ``k`` come
+    back in their own dtype.
     """
-    Phi = torch.cumsum(phases, dim=-2)
+    dt = torch.promote_types(torch.promote_types(phases.dtype, omega.dtype), torch.float32)
+    Phi = torch.cumsum(phases.to(dt), dim=-2)
     if offset is not None:
-        Phi = Phi + offset
-    angles = (omega * Phi).to(q.dtype)
+        Phi = Phi + offset.to(dt)
+    angles = omega.to(device=Phi.device, dtype=dt) * Phi
     return rotate_half_pairs(q, angles), rotate_half_pairs(k, angles), Phi
 
 
@@ -117,11 +147,12 @@ class SelectiveRoPE(nn.Module):
             self.gate_proj = nn.Linear(c.model_dim, c.num_heads, bias=True)
         if c.use_bias:
             self.phi_bias = nn.Parameter(torch.zeros(c.num_heads, self.pe_dim))
-        self.omega = nn.Parameter(rope_frequencies(c.head_dim, c.base, c.temp_max),
-                                  requires_grad=c.train_frequencies)
+        self.omega = nn.Parameter(selective_frequencies(c), requires_grad=c.train_frequencies)
 
     def phases(self, x: torch.Tensor, conv_cache: torch.Tensor | None = None):
-        """Per-step phases ``phi`` ``(B, H, T, D/2)`` and the new conv cache ``(B, width, d_conv-1)``."""
+        """Per-step phases ``phi`` ``(B, H, T, D/2)`` and the new conv cache: the last ``d_conv - 1``
+        projected phases ``(B, width, d_conv - 1)`` with the convolution, the last one
+        ``(B, width, 1)`` without it (the first difference needs it)."""
         c = self.config
         B, T, d = x.shape
         if d != c.model_dim:
@@ -136,6 +167,12 @@ class SelectiveRoPE(nn.Module):
             phi = F.conv1d(full, self.conv_weight.unsqueeze(1), groups=phi.shape[1])
             if c.conv_activation == "silu":
                 phi = F.silu(phi)
+        else:
+            # official skip_conv: phi_t - phi_{t-1} (phi_{-1} = 0), so cumsum gives back phi_t
+            prev = conv_cache if conv_cache is not None else phi.new_zeros(B, phi.shape[1], 1)
+            full = torch.cat([prev, phi], dim=-1)
+            new_cache = full[..., -1:]
+            phi = full[..., 1:] - full[..., :-1]
         phi = phi.view(B, c.num_heads, self.pe_dim, T).transpose(-1, -2)  # (B,H,T,D/2)
         if c.use_bias:
             phi = phi + torch.exp(self.phi_bias)[None, :, None, :]
@@ -153,7 +190,11 @@ class SelectiveRoPE(nn.Module):
                              f"{self.config.num_heads} heads of dim {self.config.head_dim}")
         conv_cache, offset = cache if cache is not None else (None, None)
         phi, conv_cache = self.phases(x, conv_cache)
-        q2, k2, Phi = apply_selective_rotary(q, k, phi.to(torch.float32), self.omega, offset)
+        omega = self.omega
+        if torch.finfo(omega.dtype).bits < 32:  # module cast to half precision: frozen frequencies
+            omega = omega.float() if self.config.train_frequencies else selective_frequencies(self.config)
+        q2, k2, Phi = apply_selective_rotary(q, k, phi.to(torch.promote_types(phi.dtype, torch.float32)), omega,
+                                              offset)
         return q2, k2, (conv_cache, Phi[..., -1:, :])
 
     def forward(self, q, k, x):
