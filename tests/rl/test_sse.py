@@ -1,0 +1,406 @@
+"""Tests for iclr26.rl.sse (arXiv:2506.21039)."""
+import heapq
+import itertools
+
+import numpy as np
+import pytest
+
+from iclr26.rl.sse import FailureAwareGraphPlanner, FlatHER, FrontierReplayBuffer, GoalQ, GridMaze, SSEAgent
+from iclr26.rl.sse.experiment import ARMS, MAZE, make_agent, random_success, run
+
+SMALL = ["#######",
+         "#S..#.#",
+         "###.#.#",
+         "#G....#",
+         "#######"]
+
+
+def reference_dijkstra(costs, start, goal):
+    """Shortest path cost on a dict-of-dicts graph (textbook Dijkstra)."""
+    dist = {start: 0.0}
+    heap = [(0.0, start)]
+    while heap:
+        d, u = heapq.heappop(heap)
+        if d > dist.get(u, np.inf):
+            continue
+        for v, w in costs[u].items():
+            if d + w < dist.get(v, np.inf):
+                dist[v] = d + w
+                heapq.heappush(heap, (d + w, v))
+    return dist.get(goal, np.inf)
+
+
+# ----------------------------------------------------------------------------- FER buffer
+def test_fer_success_failure_partial_rows():
+    buf = FrontierReplayBuffer(capacity=10, mode="fer", rng=np.random.default_rng(0))
+    buf.store_step(3, 7, True, 0.0, 7, episode_done=False)
+    np.testing.assert_array_equal(buf.rows[0], [3, 7, 0.0, 7, 0.0])
+    buf.store_step(7, 9, True, 1.0, 9, episode_done=True)
+    np.testing.assert_array_equal(buf.rows[1], [7, 9, 1.0, 9, 1.0])
+    # a failure after reaching waypoint 8: terminal zero row for the subgoal + partial success row
+    buf.store_step(9, 20, False, 0.5, 11, episode_done=False, last_waypoint=8, waypoint_reward=0.25,
+                   waypoint_state=8)
+    np.testing.assert_array_equal(buf.rows[2], [9, 20, 0.0, 11, 1.0])
+    np.testing.assert_array_equal(buf.rows[3], [9, 8, 0.25, 8, 0.0])
+    # a failure without progress: no partial row; a "waypoint" equal to the start is no progress
+    buf.store_step(4, 5, False, 0.0, 4, episode_done=False)
+    buf.store_step(4, 6, False, 0.0, 4, episode_done=False, last_waypoint=4, waypoint_state=4)
+    assert len(buf) == 6
+    assert buf.counts == {"success": 2, "failure": 3, "partial": 1, "relabelled": 0}
+    with pytest.raises(ValueError, match="waypoint_state"):
+        buf.store_step(1, 2, False, 0.0, 1, episode_done=False, last_waypoint=3)
+
+
+def test_her_mode_relabels_failures_as_successes():
+    buf = FrontierReplayBuffer(mode="her")
+    buf.store_step(9, 20, False, 0.5, 11, episode_done=False, last_waypoint=8, waypoint_reward=0.25,
+                   waypoint_state=8)
+    buf.store_step(11, 30, False, 0.0, 12, episode_done=True)
+    assert len(buf) == 2
+    np.testing.assert_array_equal(buf.rows[0], [9, 11, 0.5, 11, 0.0])
+    np.testing.assert_array_equal(buf.rows[1], [11, 12, 0.0, 12, 1.0])
+    assert buf.counts == {"success": 0, "failure": 0, "partial": 0, "relabelled": 2}
+    buf.store_step(1, 2, True, 0.0, 2, episode_done=False)
+    np.testing.assert_array_equal(buf.rows[2], [1, 2, 0.0, 2, 0.0])
+
+
+def test_fer_buffer_wraps_samples_and_rejects():
+    buf = FrontierReplayBuffer(capacity=3, rng=np.random.default_rng(1))
+    for k in range(5):
+        buf.add(k, k + 10, float(k), k + 1, k % 2 == 0)
+    assert len(buf) == 3 and buf.pos == 2
+    np.testing.assert_array_equal(buf.rows[:, 0], [3, 4, 2])
+    s, g, r, s2, d = buf.sample(50)
+    assert s.dtype.kind == "i" and g.dtype.kind == "i" and s2.dtype.kind == "i"
+    assert set(s.tolist()) == {2, 3, 4}
+    np.testing.assert_array_equal(g, s + 10)
+    np.testing.assert_array_equal(r, s.astype(float))
+    np.testing.assert_array_equal(s2, s + 1)
+    np.testing.assert_array_equal(d, (s % 2 == 0).astype(float))
+    with pytest.raises(ValueError, match="mode must be one of .*fer.*her"):
+        FrontierReplayBuffer(mode="per")
+    with pytest.raises(ValueError, match="capacity"):
+        FrontierReplayBuffer(capacity=0)
+    with pytest.raises(ValueError, match="empty"):
+        FrontierReplayBuffer().sample(1)
+
+
+# ----------------------------------------------------------------------------- planner
+def test_planner_costs_follow_the_refinement_formula():
+    p = FailureAwareGraphPlanner(3, 4, c_dist=10.0, fail_count=3)
+    assert p.node(1, 2) == 6 and p.cell(6) == (1, 2) and p.n == 12
+    assert sorted(p.neighbours(0)) == [1, 4] and sorted(p.neighbours(5)) == [1, 4, 6, 9]
+    assert sorted(p.neighbours(11)) == [7, 10]
+    assert p.fail_ratio(5) == 0.0 and p.edge_cost(4, 5) == 1.0
+    p.record(5, True)
+    p.record(5, False)                                # 1 of 2 failed
+    assert p.fail_ratio(5) == 0.5 and p.edge_cost(4, 5) == pytest.approx(5.0)
+    p.record(6, True)
+    for _ in range(9):
+        p.record(6, True)
+    p.record(6, False)                                # 1 of 11: 10/11 < 1 -> cost floor 1
+    assert p.edge_cost(5, 6) == 1.0
+    for _ in range(3):
+        p.record(7, False)
+    assert not p.disconnected(7) and p.edge_cost(6, 7) == 10.0
+    p.record(7, False)                                # 4 > fail_count attempts, no success
+    assert p.disconnected(7) and p.edge_cost(6, 7) == 1000.0
+    assert p.attempts[7] == 4 and p.successes[7] == 0 and p.successes[6] == 10
+
+
+def test_planner_paths_match_reference_dijkstra():
+    rng = np.random.default_rng(0)
+    p = FailureAwareGraphPlanner(5, 6, c_dist=4.0, fail_count=2)
+    for v in rng.integers(0, p.n, 60):
+        p.record(int(v), bool(rng.random() < 0.4))
+    costs = {u: {v: p.edge_cost(u, v) for v in p.neighbours(u)} for u in range(p.n)}
+    d_all = p.distances(0)
+    for s, g in itertools.product([0, 7, 29], [5, 12, 24, 29]):
+        path = p.shortest_path(s, g)
+        assert path[0] == s and path[-1] == g
+        assert all(b in p.neighbours(a) for a, b in zip(path[:-1], path[1:]))
+        assert p.path_cost(path) == pytest.approx(reference_dijkstra(costs, s, g))
+        if s == 0:
+            assert d_all[g] == pytest.approx(reference_dijkstra(costs, 0, g))
+    assert p.shortest_path(3, 3) == [3]
+    assert p.distances(0)[0] == 0.0
+
+
+def test_planner_routes_around_failures_and_rejects():
+    p = FailureAwareGraphPlanner(3, 3, c_dist=10.0)
+    assert p.shortest_path(0, 2) == [0, 1, 2]
+    p.record(1, False)
+    assert p.shortest_path(0, 2) == [0, 3, 4, 5, 2]
+    with pytest.raises(ValueError, match="goal node 9 is outside"):
+        p.shortest_path(0, 9)
+    with pytest.raises(ValueError, match="start node -1 is outside"):
+        p.distances(-1)
+    with pytest.raises(ValueError, match="height and width"):
+        FailureAwareGraphPlanner(0, 3)
+    with pytest.raises(ValueError, match="c_dist"):
+        FailureAwareGraphPlanner(2, 2, c_dist=-1.0)
+    with pytest.raises(ValueError, match="fail_count"):
+        FailureAwareGraphPlanner(2, 2, fail_count=0)
+
+
+# ----------------------------------------------------------------------------- maze and learners
+def test_grid_maze_rules():
+    env = GridMaze(SMALL, slip=0.0, max_steps=5)
+    assert (env.height, env.width, env.n) == (5, 7, 35)
+    assert env.start == 8 and env.goal == 22
+    s, info = env.reset(seed=0)
+    assert s == 8 and info == {}
+    assert env.step(0)[0] == 8                         # wall above: stays
+    s, r, te, tr, _ = env.step(3)
+    assert (s, r, te, tr) == (9, 0.0, False, False)
+    env.step(3)
+    env.step(1)                                        # (2, 3)
+    s, r, te, tr, _ = env.step(1)                      # (3, 3), step 5 = max_steps
+    assert s == 24 and tr is True and te is False
+    env.reset()
+    env.pos = 23
+    s, r, te, tr, _ = env.step(2)
+    assert (s, r, te, tr) == (22, 1.0, True, False)
+    with pytest.raises(ValueError, match="action must be in 0..3"):
+        env.step(4)
+    with pytest.raises(ValueError, match="exactly one 'S' and one 'G'"):
+        GridMaze(["#S.#", "#..#"])
+    with pytest.raises(ValueError, match="equally long"):
+        GridMaze(["#S", "#G#"])
+    with pytest.raises(ValueError, match="slip"):
+        GridMaze(SMALL, slip=1.5)
+
+
+def test_grid_maze_slip_is_seeded():
+    a, b = GridMaze(SMALL, slip=1.0), GridMaze(SMALL, slip=1.0)
+    a.reset(seed=3)
+    b.reset(seed=3)
+    assert [a.step(3)[0] for _ in range(10)] == [b.step(3)[0] for _ in range(10)]
+    c = GridMaze(SMALL, slip=1.0)
+    c.reset(seed=3)
+    moves = {c.step(0)[0] for _ in range(30)}
+    assert len(moves) > 1                              # "up" is a wall: only slips move the agent
+
+
+def test_goalq_update_and_her():
+    q = GoalQ(4, 2, alpha=0.5, gamma=0.9, her_k=0, rng=np.random.default_rng(0))
+    q.update(0, 1, 1, 1)                               # reaching the goal: target 1
+    assert q.q[0, 1, 1] == 0.5
+    q.q[2, 3] = [0.2, 0.4]
+    q.update(1, 0, 2, 3)                               # bootstrap: 0.9 * max Q[2, 3]
+    assert q.q[1, 3, 0] == pytest.approx(0.5 * 0.9 * 0.4)
+    q2 = GoalQ(5, 2, alpha=1.0, gamma=0.9, her_k=3, rng=np.random.default_rng(0))
+    q2.update_episode([(0, 1, 1), (1, 1, 2), (2, 1, 3)], [4, 4, 4])
+    # relabelled goals are achieved later: the last transition is relabelled with goal 3 only
+    assert q2.q[2, 3, 1] == 1.0
+    assert q2.q[1, 2, 1] == 1.0 or q2.q[1, 3, 1] > 0
+    assert np.all(q2.q[:, 4] == 0)                     # the commanded goal was never reached
+    assert np.all(q2.q[:, 0] == 0)                     # never achieved: never relabelled with it
+    q3 = GoalQ(3, 3, rng=np.random.default_rng(0))
+    q3.q[0, 1] = [0.1, 0.7, 0.7]
+    assert {q3.act(0, 1, 0.0) for _ in range(40)} == {1, 2}
+    assert len({q3.act(0, 1, 1.0) for _ in range(60)}) == 3
+
+
+def test_flat_her_learns_a_short_corridor():
+    env = GridMaze(["#####", "#S.G#", "#####"], slip=0.0, max_steps=20)
+    agent = FlatHER(env, eps=0.2, seed=0).learn(400)
+    assert agent.run_episode(seed=1)
+    assert agent.low.q[6, 8].max() > agent.low.q[6, 8].min()
+    assert len(agent.episode_success) > 5 and agent.episode_success[-1] == 1.0
+
+
+def test_sse_components_interact_on_a_small_maze():
+    env = GridMaze(SMALL, slip=0.0, max_steps=60)
+    agent = SSEAgent(env, seed=0).learn(3000)
+    succ, high = agent.evaluate(5)
+    assert succ.mean() == 1.0 and high.mean() <= 3
+    assert agent.buffer.counts["failure"] > 0 and agent.buffer.counts["success"] > 0
+    walls = np.flatnonzero(env.walls.ravel())
+    tried_walls = walls[agent.planner.attempts[walls] > 0]
+    assert tried_walls.size > 0 and np.all(agent.planner.successes[walls] == 0)
+    # unreachable subgoals were pushed to 0 by FER's terminal failures
+    s0 = env.start
+    cand = np.flatnonzero(agent.candidates[s0])
+    wall_cand = [g for g in cand if env.walls.ravel()[g] and agent.tries[g] > 0]
+    assert wall_cand and max(agent.qh[s0, g] for g in wall_cand) < 0.5
+
+
+def test_her_ablation_keeps_unreachable_subgoals_optimistic():
+    env = GridMaze(SMALL, slip=0.0, max_steps=60)
+    agent = SSEAgent(env, mode="her", seed=0).learn(3000)
+    assert agent.buffer.counts["failure"] == 0 and agent.buffer.counts["relabelled"] > 0
+    walls = env.walls.ravel()
+    tried = [g for g in np.flatnonzero(agent.candidates[env.start]) if walls[g] and agent.tries[g] > 0]
+    assert tried and all(agent.qh[env.start, g] == 1.0 for g in tried)
+
+
+def test_candidates_explore_and_choose():
+    env = GridMaze(MAZE, slip=0.0)
+    agent = SSEAgent(env, radius=2, eta=1.0, seed=0)
+    s = env.start
+    cand = set(np.flatnonzero(agent.candidates[s]).tolist())
+    r0, c0 = divmod(s, env.width)
+    assert cand == {v for v in range(env.n)
+                    if 0 < abs(divmod(v, env.width)[0] - r0) + abs(divmod(v, env.width)[1] - c0) <= 2}
+    picks = [agent.explore(s) for _ in range(60)]
+    assert env.goal in picks                           # one option is the final goal
+    assert all(p != s for p in picks)
+    agent.planner.record(env.start + 3, True)          # the only reached node
+    agent.planner.record(env.start + 1, True)
+    assert max(picks := [agent.explore(s) for _ in range(60)]) >= 0 and env.start + 3 in picks
+    agent.tries[:] = 5
+    agent.tries[env.start + 2] = 0
+    assert env.start + 2 in [agent.explore(s) for _ in range(60)]
+    agent.eta = 0.0
+    agent.qh[s, :] = 0.0
+    agent.qh[s, env.start + 1] = 2.0
+    assert {agent.choose(s, train=False) for _ in range(20)} == {env.start + 1}
+    assert agent.choose(s, train=True) in cand
+    with pytest.raises(ValueError, match="eta"):
+        SSEAgent(env, eta=1.5)
+    with pytest.raises(ValueError, match="radius"):
+        SSEAgent(env, radius=0)
+
+
+def test_update_high_matches_q_learning_target():
+    env = GridMaze(SMALL, slip=0.0)
+    agent = SSEAgent(env, q_init=0.0, alpha_h=0.5, gamma_h=0.9, batch=1, updates=1, seed=0)
+    agent.qh[10, :] = 0.0
+    agent.qh[10, 9] = 0.8
+    agent.buffer.add(8, 10, 0.0, 10, False)
+    agent.update_high()
+    assert agent.qh[8, 10] == pytest.approx(0.5 * 0.9 * 0.8)
+    agent.buffer = FrontierReplayBuffer(rng=agent.rng)
+    agent.buffer.add(9, 22, 1.0, 22, True)
+    agent.update_high()
+    assert agent.qh[9, 22] == pytest.approx(0.5)
+    empty = SSEAgent(env, seed=0)
+    before = empty.qh.copy()
+    empty.update_high()
+    np.testing.assert_array_equal(empty.qh, before)
+
+
+def test_execute_records_waypoints_and_strictness():
+    env = GridMaze(SMALL, slip=0.0, max_steps=60)
+    agent = SSEAgent(env, waypoint_steps=3, subgoal_steps=50, seed=0)
+    env.reset(seed=0)
+    traj, goals = [], []
+    # subgoal inside a wall: never reached, waypoint failures recorded, strict failure
+    wall = 1                                           # cell (0, 1)
+    reached, R, end, t, done, wp, wp_r, wp_s = agent.execute(env.start, wall, 0, True, traj, goals)
+    assert reached is False and agent.planner.attempts[wall] > 0 and agent.planner.successes[wall] == 0
+    assert t == len(traj) == len(goals) and t <= 50
+    assert agent.execute(env.start, env.start, 0, True, [], []) == (False, 0.0, env.start, 0, False, None, 0.0, None)
+
+
+def test_make_agent_and_random_floor():
+    env = GridMaze(MAZE)
+    assert make_agent("sse", env, 0).mode == "fer" and make_agent("sse_no_fer", env, 0).mode == "her"
+    assert isinstance(make_agent("flat_her", env, 0), FlatHER)
+    assert ARMS == ("sse", "sse_no_fer", "flat_her")
+    with pytest.raises(ValueError, match="unknown arm"):
+        make_agent("hiro", env, 0)
+    assert random_success(GridMaze(MAZE, slip=0.1, max_steps=200), 20, 0).mean() == 0.0
+    easy = GridMaze(["####", "#SG#", "####"], slip=0.0, max_steps=50)
+    assert random_success(easy, 10, 0).mean() == 1.0
+
+
+def test_learning_is_deterministic_given_the_seed():
+    def once():
+        agent = SSEAgent(GridMaze(SMALL, slip=0.1, max_steps=60), seed=4).learn(600)
+        return agent.episode_success, agent.qh.copy(), agent.planner.attempts.copy()
+
+    (a1, q1, n1), (a2, q2, n2) = once(), once()
+    assert a1 == a2
+    np.testing.assert_array_equal(q1, q2)
+    np.testing.assert_array_equal(n1, n2)
+
+
+@pytest.mark.slow
+def test_smoke_run_is_deterministic():
+    a, b = run("smoke", 0), run("smoke", 0)
+    assert a["metrics"] == b["metrics"]
+    assert set(a["metrics"]["success_rate"]) == set(ARMS) | {"random"}
+
+
+class SpyMaze(GridMaze):
+    """GridMaze that records the seeds it is reset with and counts its steps."""
+
+    def __init__(self, *a, **k):
+        super().__init__(*a, **k)
+        self.seeds, self.n_steps = [], 0
+
+    def reset(self, seed=None, options=None):
+        self.seeds.append(seed)
+        return super().reset(seed=seed)
+
+    def step(self, a):
+        self.n_steps += 1
+        return super().step(a)
+
+
+def test_flat_her_budget_seeds_and_greedy_rollout():
+    env = SpyMaze(["######", "#S..G#", "######"], slip=0.0, max_steps=30)
+    agent = FlatHER(env, eps=0.3, seed=7).learn(500)
+    assert env.n_steps == 500                                   # exactly the budget
+    assert env.seeds == [7 * 100_003 + e for e in range(len(env.seeds))] and len(env.seeds) == len(agent.episode_success)
+    again = FlatHER(SpyMaze(["######", "#S..G#", "######"], slip=0.0, max_steps=30), eps=0.3, seed=7).learn(500)
+    np.testing.assert_array_equal(agent.low.q, again.low.q)    # the agent's own generator is seeded
+    assert agent.episode_success == again.episode_success
+    clean = SpyMaze(["######", "#S..G#", "######"], slip=0.0, max_steps=30)
+    agent.env = clean
+    for k in range(5):
+        assert agent.run_episode(seed=40 + k) and clean.t == 3   # greedy: straight to the goal
+    assert clean.seeds == [40, 41, 42, 43, 44]
+
+
+def test_sse_episode_bookkeeping():
+    env = SpyMaze(SMALL, slip=0.0, max_steps=60)
+    agent = SSEAgent(env, seed=2)
+    decisions = []
+    real_choose = agent.choose
+    agent.choose = lambda s, train: decisions.append(s) or real_choose(s, train)
+    ok, t, n_high = agent.run_episode(seed=11, train=True)
+    assert env.seeds == [11] and t == env.n_steps == env.t and n_high == len(decisions)
+    assert agent.tries.sum() == n_high
+    agent.learn(1500)
+    assert agent.tries.sum() == len(decisions)
+    assert sum(agent.high_steps) == len(decisions) - n_high
+    assert agent.buffer.counts["partial"] > 0                  # failures after some progress were kept
+    calls = []
+    real = agent.run_episode
+    agent.run_episode = lambda seed, train=True: calls.append((seed, train)) or real(seed, train)
+    succ, high = agent.evaluate(3, seed=500)
+    assert calls == [(500, False), (501, False), (502, False)]
+    assert succ.dtype == np.float64 and high.dtype == np.float64 and np.all(high >= 1)
+
+
+def test_boundary_settings_are_accepted_and_messages_exact():
+    p = FailureAwareGraphPlanner(1, 1, c_dist=0.0, fail_count=1)
+    assert p.n == 1 and p.shortest_path(0, 0) == [0] and p.neighbours(0) == []
+    assert FailureAwareGraphPlanner(1, 3).shortest_path(0, 2) == [0, 1, 2]
+    assert FailureAwareGraphPlanner(3, 1).shortest_path(2, 0) == [2, 1, 0]
+    flat = FailureAwareGraphPlanner(2, 2, c_dist=0.0)
+    flat.record(1, False)
+    assert flat.edge_cost(0, 1) == 1.0                 # c_dist = 0 switches refinement off
+    two = FailureAwareGraphPlanner(2, 2, fail_count=1)
+    two.record(1, False)
+    assert not two.disconnected(1)
+    two.record(1, False)
+    assert two.disconnected(1)
+    with pytest.raises(ValueError, match="start node 7 is outside"):
+        FailureAwareGraphPlanner(2, 2).shortest_path(7, 0)
+    one = FrontierReplayBuffer(capacity=1)
+    one.add(1, 2, 0.5, 3, False)
+    one.add(4, 5, 0.5, 6, True)
+    assert len(one) == 1 and one.sample(3)[0].tolist() == [4, 4, 4]  # default generator works
+    with pytest.raises(ValueError, match="^cannot sample from an empty FrontierReplayBuffer$"):
+        FrontierReplayBuffer().sample(1)
+    buf = FrontierReplayBuffer()
+    with pytest.raises(ValueError, match=r"^a partial success needs waypoint_state \(the state at the last"):
+        buf.store_step(1, 2, False, 0.0, 1, episode_done=False, last_waypoint=3)
+    buf = FrontierReplayBuffer()
+    buf.store_step(1, 9, False, 0.0, 4, episode_done=False, last_waypoint=3, waypoint_state=3)
+    buf.store_step(4, 9, False, 0.0, 6, episode_done=False, last_waypoint=5, waypoint_state=5)
+    assert buf.counts["partial"] == 2 and buf.rows[1, 2] == 0.0   # default waypoint reward 0
