@@ -547,3 +547,200 @@ def test_ring_transfer_edges_and_classes():
             ring_transfer(bad[1], bad[0], bad[2], np.random.default_rng(0))
     one = ring_transfer(1, 1, 2, np.random.default_rng(0))
     assert one["x"].shape == (2, 4)
+
+
+# --------------------------------------------------------------------------------------------
+# torch_geometric adapter (pyg.py; needs the ``graph`` extra)
+# --------------------------------------------------------------------------------------------
+@pytest.fixture
+def tg():
+    return pytest.importorskip("torch_geometric")
+
+
+def _random_digraph(seed, N=9, E=20):
+    """Directed edges with duplicates and self-loops; the last two nodes are isolated."""
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, N - 2, E)
+    dst = rng.integers(0, N - 2, E)
+    src[:2] = dst[:2]                                       # two self-loops
+    src[2], dst[2] = src[3], dst[3]                         # a duplicate edge
+    return torch.as_tensor(np.stack([src, dst])), N
+
+
+def _spread_conv(conv, seed):
+    """Move a fresh layer off its symmetric init: non-identity W_left, eps != 0, map scales spread
+    over (0.1, 10) and large rotation angles, so that every term of the update matters."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        conv.left.copy_(torch.eye(conv.d) + 0.5 * torch.randn(conv.d, conv.d, generator=g))
+        conv.eps.copy_(torch.randn(conv.eps.shape, generator=g))
+        for learner in (conv.target_maps, conv.source_maps):
+            if learner is not None:
+                learner.lin.weight.mul_(3.0)
+                learner.lin.bias.copy_(2.0 * torch.randn(learner.lin.bias.shape, generator=g))
+    return conv
+
+
+def _pair(tg, channels=4, d=3, seed=0, **kw):
+    from iclr26.architectures.csnn.pyg import CSNNConvPyG
+    torch.manual_seed(seed)
+    ref = _spread_conv(CSNNConv(channels, d, **kw), seed)
+    pyg = CSNNConvPyG(channels, d, **kw)
+    pyg.load_state_dict(ref.state_dict())
+    return ref, pyg
+
+
+def test_pyg_message_passing_is_the_off_diagonal_product(tg):
+    """``out_i = sum_{j -> i} T_i^T S_j y_j`` against a per-edge loop (duplicates count twice,
+    self-loops give T_i^T S_i y_i, nodes without in-edges get 0)."""
+    from torch_geometric.nn import MessagePassing
+    from iclr26.architectures.csnn.pyg import CSNNMessagePassing
+    e, N = _random_digraph(3)
+    S, T, _, _ = _maps(N, 3, seed=4)
+    y = torch.randn(N, 3, 5, generator=torch.Generator().manual_seed(5))
+    mp = CSNNMessagePassing()
+    assert isinstance(mp, MessagePassing) and mp.node_dim == 0 and mp.flow == "source_to_target"
+    assert list(mp.state_dict()) == []
+    ref = torch.zeros_like(y)
+    for j, i in e.t().tolist():
+        ref[i] += T[i].T @ S[j] @ y[j]
+    torch.testing.assert_close(mp(y, e, S, T), ref, rtol=0, atol=1e-12)
+    assert mp(y, e, S, T)[N - 2:].abs().max() == 0
+    # S and T swap roles: a non-symmetric T changes the result when transposed
+    assert (mp(y, e, S, T) - mp(y, e, T, S)).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("d,tied,seed", [(1, False, 0), (2, False, 1), (3, False, 2), (3, True, 3),
+                                         (4, False, 4)])
+def test_pyg_conv_equals_csnnconv(tg, d, tied, seed):
+    ref, pyg = _pair(tg, channels=3, d=d, seed=seed, tied=tied)
+    e, N = _random_digraph(seed + 10)
+    x = torch.randn(N, d * 3, generator=torch.Generator().manual_seed(seed))
+    out = pyg(x, e)
+    torch.testing.assert_close(out, ref(x, e), rtol=0, atol=1e-6)
+    assert (out - x).abs().max() > 1e-2                      # the layer does something
+    # isolated nodes: only the (1 + tanh eps) x term acts on them
+    torch.testing.assert_close(out[N - 2:].view(2, d, 3),
+                               (1 + torch.tanh(ref.eps)) * x[N - 2:].view(2, d, 3), rtol=0, atol=1e-6)
+    # no edges at all and int32 edges
+    empty = torch.zeros(2, 0, dtype=torch.long)
+    torch.testing.assert_close(pyg(x, empty), ref(x, empty), rtol=0, atol=1e-6)
+    torch.testing.assert_close(pyg(x, e.int()), ref(x, e), rtol=0, atol=1e-6)
+
+
+def test_pyg_conv_gradients_equal(tg):
+    ref, pyg = _pair(tg, channels=4, d=3, seed=7)
+    e, N = _random_digraph(8)
+    x = torch.randn(N, 12, generator=torch.Generator().manual_seed(9))
+    xr, xp = x.clone().requires_grad_(), x.clone().requires_grad_()
+    w = torch.randn(N, 12, generator=torch.Generator().manual_seed(10))
+    (ref(xr, e) * w).sum().backward()
+    (pyg(xp, e) * w).sum().backward()
+    torch.testing.assert_close(xp.grad, xr.grad, rtol=0, atol=1e-6)
+    grads_ref = dict(ref.named_parameters())
+    for name, p in pyg.named_parameters():
+        assert p.grad is not None and grads_ref[name].grad.abs().max() > 0, name
+        torch.testing.assert_close(p.grad, grads_ref[name].grad, rtol=0, atol=1e-6, msg=name)
+
+
+def test_pyg_conv_train_mode_dropout_matches(tg):
+    ref, pyg = _pair(tg, channels=4, d=2, seed=11, dropout=0.5)
+    e, N = _random_digraph(12)
+    x = torch.randn(N, 8, generator=torch.Generator().manual_seed(13))
+    ref.train(), pyg.train()
+    torch.manual_seed(0)
+    a = ref(x, e)
+    torch.manual_seed(0)
+    torch.testing.assert_close(pyg(x, e), a, rtol=0, atol=1e-6)
+
+
+def test_pyg_conv_on_a_batch_of_data(tg):
+    """``Batch.from_data_list`` offsets the edges; the layer on the batch equals the layer on each
+    graph (no message crosses graphs); the ``DataLoader`` gives the same batches."""
+    from torch_geometric.data import Batch, Data
+    from torch_geometric.loader import DataLoader
+    _, pyg = _pair(tg, channels=2, d=3, seed=14)
+    pyg.eval()
+    graphs = []
+    for s in range(3):
+        e, N = _random_digraph(20 + s, N=6 + s, E=10 + 3 * s)
+        graphs.append(Data(x=torch.randn(N, 6, generator=torch.Generator().manual_seed(s)), edge_index=e))
+    batch = Batch.from_data_list(graphs)
+    out = pyg(batch.x, batch.edge_index)
+    torch.testing.assert_close(out, torch.cat([pyg(g.x, g.edge_index) for g in graphs]), rtol=0, atol=1e-6)
+    loaded = next(iter(DataLoader(graphs, batch_size=3, shuffle=False)))
+    torch.testing.assert_close(pyg(loaded.x, loaded.edge_index), out, rtol=0, atol=1e-12)
+
+
+def test_pyg_script_and_eager(tg):
+    """The message-passing module compiles with TorchScript and agrees with eager mode. The full
+    conv layer runs eagerly only: its map learner (``layers.py``) is not scriptable."""
+    from iclr26.architectures.csnn.pyg import CSNNMessagePassing
+    e, N = _random_digraph(30)
+    S, T, _, _ = _maps(N, 3, seed=31)
+    y = torch.randn(N, 3, 4, generator=torch.Generator().manual_seed(32))
+    scripted = torch.jit.script(CSNNMessagePassing())
+    torch.testing.assert_close(scripted(y, e, S, T), CSNNMessagePassing()(y, e, S, T), rtol=0, atol=1e-12)
+
+
+def test_pyg_state_dict_round_trip(tg):
+    import io
+    from iclr26.architectures.csnn.pyg import CSNNConvPyG
+    ref, pyg = _pair(tg, channels=3, d=2, seed=40)
+    assert list(pyg.state_dict()) == list(ref.state_dict())
+    buf = io.BytesIO()
+    torch.save(pyg.state_dict(), buf)
+    buf.seek(0)
+    back = CSNNConv(3, 2)                                    # PyG -> plain layer
+    back.load_state_dict(torch.load(buf))
+    again = CSNNConvPyG(3, 2)                                # plain -> PyG layer
+    again.load_state_dict(back.state_dict())
+    e, N = _random_digraph(41)
+    x = torch.randn(N, 6, generator=torch.Generator().manual_seed(42))
+    torch.testing.assert_close(again(x, e), ref(x, e), rtol=0, atol=1e-12)
+    torch.testing.assert_close(back(x, e), ref(x, e), rtol=0, atol=1e-12)
+    # float32 and a tied layer
+    p32 = CSNNConvPyG(3, 2).float()
+    assert p32(x.float(), e).dtype == torch.float32
+    tied = CSNNConvPyG(3, 2, tied=True)
+    assert tied.source_maps is None and list(tied.state_dict()) == list(CSNNConv(3, 2, tied=True).state_dict())
+
+
+def test_pyg_rejections(tg):
+    from iclr26.architectures.csnn.pyg import CSNNConvPyG
+    from iclr26.architectures.csnn.pyg import sheaf_laplacian_pyg, CSNNMessagePassing
+    conv = CSNNConvPyG(2, d=3)
+    with pytest.raises(ValueError, match=r"x must have shape \(N, d \* channels\) = \(N, 6\), got \(4, 5\)"):
+        conv(torch.randn(4, 5), torch.zeros(2, 0, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"edge_index refers to nodes outside 0..3"):
+        conv(torch.randn(4, 6), torch.tensor([[0], [4]]))
+    with pytest.raises(ValueError, match="kind must be 'in' or 'out', got 'both'"):
+        sheaf_laplacian_pyg(torch.randn(2, 1, 1), torch.tensor([[0], [1]]), torch.ones(2, 1, 1),
+                            torch.ones(2, 1, 1), "both", CSNNMessagePassing())
+
+
+def test_pyg_names_without_the_graph_extra():
+    """Without torch_geometric the package imports, and using the adapter names the extra."""
+    import subprocess
+    import sys
+    code = ("import sys; sys.modules['torch_geometric'] = None\n"
+            "import iclr26.architectures.csnn.pyg as m\n"
+            "assert 'torch_geometric' not in [k for k, v in sys.modules.items() if v is not None]\n"
+            "for cls in (m.CSNNConvPyG, m.CSNNMessagePassing):\n"
+            "    try:\n"
+            "        cls(2) if cls is m.CSNNConvPyG else cls()\n"
+            "    except ImportError as err:\n"
+            "        assert \"install the 'graph' extra\" in str(err), err\n"
+            "    else:\n"
+            "        raise SystemExit('no ImportError')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_package_import_does_not_load_torch_geometric():
+    import subprocess
+    import sys
+    code = ("import sys, iclr26.architectures.csnn\n"
+            "assert 'torch_geometric' not in sys.modules\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
