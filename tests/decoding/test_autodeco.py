@@ -12,9 +12,18 @@ from iclr26.decoding.autodeco.experiment import T_GRID, P_GRID, exact_policy_log
 from iclr26.decoding.autodeco.training import TracePositions, train_heads
 
 
-def tiny_lm(seed=0):
+def tiny_lm(seed=0, std=0.4):
+    """A tiny Llama whose weight matrices are drawn at std 0.4 (20x the usual 0.02): peaked,
+    position-dependent next-token distributions instead of near-uniform ones."""
     torch.manual_seed(seed)
-    return build_tiny_lm(TinyLMConfig(hidden_size=32, intermediate_size=64), 64, eos_token_id=1, bos_token_id=2).eval()
+    model = build_tiny_lm(TinyLMConfig(hidden_size=32, intermediate_size=64), 64, eos_token_id=1,
+                          bos_token_id=2).eval()
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, std, generator=g)
+    return model
 
 
 def test_soft_top_p_matches_hand_computation():
@@ -169,6 +178,51 @@ def test_rejects_bad_inputs():
         heads.set_constant(1.0, 1.5)
     with pytest.raises(TypeError, match="AutoDecoHeads"):
         AutoDecoLogitsProcessor(tiny_lm(), object())
+
+
+def test_rejects_bad_temperature_and_top_p():
+    logits = torch.randn(3, 7)
+    for t in (0.0, -0.5, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match=r"temperature (must lie in \(0, inf\)|must not be NaN)"):
+            warp_logits(logits, t, 1.0)
+    with pytest.raises(ValueError, match=r"temperature must lie in \(0, inf\), got values from -1.0 to 1.0"):
+        warp_logits(logits, torch.tensor([1.0, -1.0, 0.5]), 1.0)
+    with pytest.raises(ValueError, match=r"temperature has shape \(2,\); it must be a scalar or shaped like "
+                                         r"the logits without the vocabulary axis, \(3,\) \(or \(3, 1\)\)"):
+        warp_logits(logits, torch.ones(2), 1.0)
+    with pytest.raises(ValueError, match=r"temperature has shape \(3, 7\)"):
+        warp_logits(logits, torch.ones(3, 7), 1.0)
+    for p in (0.0, 1.5, -0.1):
+        with pytest.raises(ValueError, match=r"top_p must lie in \(0, 1.0\]"):
+            warp_logits(logits, 1.0, p)
+    with pytest.raises(ValueError, match="top_p must not be NaN"):
+        top_p_filter(torch.softmax(logits, -1), float("nan"))
+    with pytest.raises(ValueError, match=r"top_p has shape \(4,\)"):
+        top_p_filter(torch.softmax(logits, -1), torch.full((4,), 0.5))
+    # the allowed shapes: scalar, (3,), (3, 1) give the same result
+    a = warp_logits(logits, 0.7, 0.8)
+    b = warp_logits(logits, torch.full((3,), 0.7), torch.full((3,), 0.8))
+    c = warp_logits(logits, torch.full((3, 1), 0.7), torch.full((3, 1), 0.8))
+    assert torch.equal(a, b) and torch.equal(a, c)
+    assert torch.equal(warp_logits(logits[0], 0.7, 0.8), a[0])          # 1-D logits, scalar T and P
+    # per-row values are applied to their own row
+    rows = warp_logits(logits, torch.tensor([0.5, 1.0, 2.0]), torch.tensor([1.0, 1.0, 1.0]))
+    torch.testing.assert_close(rows, logits / torch.tensor([[0.5], [1.0], [2.0]]))
+
+
+def test_teacher_forced_rejects_an_empty_prompt():
+    from iclr26.decoding.autodeco.training import teacher_forced
+
+    class Tok:
+        pad_token_id = 0
+
+        def __call__(self, text, add_special_tokens=True):
+            return {"input_ids": [int(t) for t in text.split()]}
+
+    with pytest.raises(ValueError, match="prompt '' has no tokens"):
+        teacher_forced(tiny_lm(), Tok(), ["3 4", ""], ["5", "6"])
+    with pytest.raises(ValueError, match="tokenises to nothing"):
+        teacher_forced(tiny_lm(), Tok(), ["3 4"], [""])
 
 
 @pytest.mark.slow

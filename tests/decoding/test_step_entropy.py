@@ -15,9 +15,52 @@ from iclr26.decoding.step_entropy import (
 from iclr26.models import random_char_lm
 
 
+def wide_char_lm(seed: int = 0, std: float = 0.4):
+    """The tiny Llama with its weight matrices redrawn at std 0.4 (20x the usual 0.02): next-token
+    entropies of about 3.5 of 5.75 bits that vary from position to position, so an off-by-one in
+    the position bookkeeping changes the result (the default init is near-uniform, 5.74 bits)."""
+    model, tok = random_char_lm(seed=seed)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, std, generator=g)
+    return model, tok
+
+
 @pytest.fixture(scope="module")
 def lm():
-    return random_char_lm(seed=0)
+    return wide_char_lm(seed=0)
+
+
+def test_fixture_is_far_from_uniform(lm):
+    model, tok = lm
+    ids = torch.tensor([tok("q: 2+3?\n2+3=5\n\nso 5", add_special_tokens=False)["input_ids"]])
+    with torch.no_grad():
+        h = token_entropies(model(ids).logits[0])
+    assert float(h.mean()) < 0.8 * math.log2(len(tok))
+    assert float(h.max() - h.min()) > 1.0
+
+
+def test_entropy_is_read_at_the_predicting_position(lm):
+    """Token k's entropy comes from the distribution at position k - 1 (the one that produced it):
+    reading one position later or earlier gives a different step entropy."""
+    model, tok = lm
+    prompt, steps = "q: 2+3?\n", ["2+3=5", "so 5", "answer 5."]
+    got = np.array(step_entropy(model, tok, prompt, steps))
+    ids = tok(prompt + steps[0] + "\n\n" + steps[1] + "\n\n" + steps[2], add_special_tokens=False)["input_ids"]
+    n_p = len(tok(prompt, add_special_tokens=False)["input_ids"])
+    lens = [len(tok(x, add_special_tokens=False)["input_ids"]) for x in (steps[0] + "\n\n", steps[1] + "\n\n", steps[2])]
+    with torch.no_grad():
+        h = token_entropies(model(torch.tensor([ids])).logits[0]).numpy()
+    bounds = np.cumsum([0] + lens)
+
+    def read(offset):
+        return np.array([h[n_p - 1 + offset + a:n_p - 1 + offset + b].sum() for a, b in zip(bounds[:-1], bounds[1:])])
+
+    np.testing.assert_allclose(got, read(0), rtol=1e-5)
+    assert np.abs(got - read(1)).max() > 0.5
+    assert np.abs(got - read(-1)).max() > 0.5
 
 
 def test_token_entropy_hand_values():
@@ -86,3 +129,46 @@ def test_rejections(lm):
         step_entropy(model, tok, "q", ["a"], reduction="max")
     with pytest.raises(ValueError, match="sep"):
         split_steps("a", sep="")
+    with pytest.raises(ValueError, match="prompt must contain at least one token"):
+        step_entropy(model, tok, "", ["a"])
+    with pytest.raises(ValueError, match="base must be > 1"):
+        token_entropies(torch.zeros(1, 3), base=float("nan"))
+    with pytest.raises(ValueError, match="entropies must be a 1-D sequence of finite numbers"):
+        select_steps([1.0, float("nan")], 0.5)
+    with pytest.raises(TypeError, match="cot must be a string"):
+        split_steps(["a"])
+
+
+def test_edge_cases_of_selection_splitting_and_entropy():
+    # batched logits (3-D): entropy along the vocabulary axis only
+    logits = torch.randn(2, 3, 5)
+    ref = -(torch.softmax(logits, -1) * torch.log_softmax(logits, -1)).sum(-1) / math.log(2)
+    torch.testing.assert_close(token_entropies(logits), ref)
+    with pytest.raises(ValueError, match="base must be > 1, got 1"):
+        token_entropies(logits, base=1.0)
+    # splitting is at the separator only, not at other whitespace
+    assert split_steps("a b\n\nc d") == ["a b", "c d"]
+    assert split_steps("a|b||c", sep="|") == ["a", "b", "c"]
+    for bad in (None, 3):
+        with pytest.raises(ValueError, match="sep must be a non-empty string"):
+            split_steps("a", sep=bad)
+    with pytest.raises(TypeError, match="^cot must be a string, got list$"):
+        split_steps(["a"])
+    with pytest.raises(TypeError, match=r"^kappa must be a number in \[0, 1\], got 'x'$"):
+        select_steps([1.0], "x")
+    with pytest.raises(ValueError, match="^entropies must be a 1-D sequence of finite numbers$"):
+        select_steps([[1.0, 2.0]], 0.5)
+    with pytest.raises(ValueError, match=r"^mode='random' needs rng \(a numpy Generator\) for reproducibility$"):
+        select_steps([1.0, 2.0], 0.5, mode="random")
+    # ties keep the earlier step first (stable), also on long chains
+    e = [1.0] * 40 + [0.5] * 40
+    assert select_steps(e, 0.75, "low") == list(range(0, 20)) + list(range(40, 80))
+    assert select_steps(e, 0.25, "high") == list(range(0, 20))
+    # random pruning drops distinct steps, and compress_cot passes its rng on
+    for seed in range(5):
+        r = select_steps(list(range(10)), 0.9, "random", rng=np.random.default_rng(seed))
+        assert len(r) == len(set(r)) == 9
+    out = compress_cot(["s1", "s2", "s3", "s4"], [1, 2, 3, 4], kappa=0.5, mode="random",
+                       rng=np.random.default_rng(0))
+    drop = select_steps([1, 2, 3, 4], 0.5, "random", rng=np.random.default_rng(0))
+    assert out == "\n\n".join("[SKIP]" if i in drop else s for i, s in enumerate(["s1", "s2", "s3", "s4"]))

@@ -22,9 +22,18 @@ class Tok:
         return " ".join(str(i) for i in ids)
 
 
-def tiny_lm(seed=0):
+def tiny_lm(seed=0, std=0.4):
+    """A tiny Llama whose weight matrices are drawn at std 0.4 (20x the usual 0.02): peaked next-token
+    distributions, so replacing a soft token by one support token or another clearly differs."""
     torch.manual_seed(seed)
-    return build_tiny_lm(TinyLMConfig(hidden_size=32, intermediate_size=64), 64, eos_token_id=1, bos_token_id=2).eval()
+    model = build_tiny_lm(TinyLMConfig(hidden_size=32, intermediate_size=64), 64, eos_token_id=1,
+                          bos_token_id=2).eval()
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, std, generator=g)
+    return model
 
 
 def test_truncation_top_k_top_p_renormalises():
@@ -122,11 +131,53 @@ def test_probe_one_hot_dominant_token_gives_zero_js():
     assert all(r["js_top2"] >= r["js_top1"] for r in rows)
 
 
+def test_probe_replaces_by_the_two_highest_weight_tokens():
+    """Top-1 / top-2 are the support tokens of largest and second-largest weight (support given
+    unsorted); the divergences match an independent forward with the replaced embedding."""
+    model, tok = tiny_lm(), Tok()
+    E = model.get_input_embeddings().weight
+    prompt = "3 4 5"
+    tw = [(torch.tensor([7, 11]), torch.tensor([0.6, 0.4])),
+          (torch.tensor([20, 30, 40, 50]), torch.tensor([0.3, 0.05, 0.45, 0.2]))]
+    ctx = E[torch.tensor([3, 4, 5])]
+    s1 = tw[0][1] @ E[tw[0][0]]
+    s2 = tw[1][1] @ E[tw[1][0]]
+    with torch.no_grad():
+        soft = model(inputs_embeds=torch.cat([ctx, s1[None], s2[None]])[None]).logits[0, -1]
+        rows = replacement_probe(model, tok, prompt, tw, {2: soft})
+        assert len(rows) == 1 and rows[0]["step"] == 2
+        assert rows[0]["w_top1"] == pytest.approx(0.45) and rows[0]["w_top2"] == pytest.approx(0.3)
+        p_soft = torch.softmax(soft, -1)
+        for key, t in (("1", 40), ("2", 20)):
+            q = torch.softmax(model(inputs_embeds=torch.cat([ctx, s1[None], E[t][None]])[None]).logits[0, -1], -1)
+            assert rows[0][f"js_top{key}"] == pytest.approx(float(js_divergence(p_soft, q)), abs=1e-5)
+            assert rows[0][f"argmax_agree_top{key}"] == bool(p_soft.argmax() == q.argmax())
+        # the alternatives (lowest-weight token 30, or the third 50) give different divergences
+        for t in (30, 50):
+            q = torch.softmax(model(inputs_embeds=torch.cat([ctx, s1[None], E[t][None]])[None]).logits[0, -1], -1)
+            assert abs(rows[0]["js_top2"] - float(js_divergence(p_soft, q))) > 1e-3
+        # a single-token support has no top-2 and is skipped
+        assert replacement_probe(model, tok, prompt, [(torch.tensor([7]), torch.tensor([1.0]))], {1: soft}) == []
+
+
+def test_fixture_is_far_from_uniform():
+    model = tiny_lm()
+    with torch.no_grad():
+        p = torch.softmax(model(torch.tensor([[3, 4, 5, 6, 7]])).logits[0], -1)
+    h = -(p * p.log()).sum(-1)
+    assert float(h.mean()) < 0.8 * math.log(64)
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(mode="beam"), "mode"),
     (dict(top_k=0), "top_k"),
     (dict(top_p=0.0), "top_p"),
     (dict(temperature=0.0), "temperature"),
+    (dict(temperature=float("nan")), r"temperature must be > 0, got nan"),
+    (dict(temperature=-1.0), "temperature must be > 0"),
+    (dict(top_p=1.5), r"top_p must be in \(0, 1\]"),
+    (dict(top_p=float("nan")), r"top_p must be in \(0, 1\]"),
+    (dict(mode="gumbel", tau=float("nan")), "tau must be > 0"),
 ])
 def test_rejects_bad_parameters(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -141,6 +192,28 @@ def test_rejects_bad_generate_arguments():
         soft_thinking_generate(model, tok, ["3"], max_think_tokens=-1)
     with pytest.raises(ValueError, match="tau"):
         gumbel_softmax_weights(torch.ones(1, 3) / 3, 0.0)
+    with pytest.raises(ValueError, match="max_answer_tokens"):
+        soft_thinking_generate(model, tok, ["3"], max_answer_tokens=-1)
+    with pytest.raises(ValueError, match=r"prompt 1 is empty \(.*has no tokens\)"):
+        soft_thinking_generate(model, tok, ["3 4", ""])
+    with pytest.raises(ValueError, match="prompts is empty"):
+        soft_thinking_generate(model, tok, [])
+    with pytest.raises(TypeError, match="prompt 0 must be a string"):
+        soft_thinking_generate(model, tok, [3])
+    for t in (0.0, float("nan")):
+        with pytest.raises(ValueError, match="temperature must be > 0"):
+            soft_thinking_generate(model, tok, ["3"], temperature=t)
+    for p in (0.0, 1.01, float("nan")):
+        with pytest.raises(ValueError, match=r"top_p must be in \(0, 1\]"):
+            soft_thinking_generate(model, tok, ["3"], top_p=p)
+    with pytest.raises(ValueError, match="tau must be > 0"):
+        soft_thinking_generate(model, tok, ["3"], mode="gumbel", tau=-1.0)
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+        soft_thinking_generate(model, tok, ["3"], batch_size=0)
+    with pytest.raises(ValueError, match="has no tokens: the probe needs the prompt"):
+        replacement_probe(model, tok, "", [(torch.tensor([1, 2]), torch.tensor([0.5, 0.5]))], {1: torch.zeros(64)})
+    with pytest.raises(ValueError, match=r"probe steps \[2\] are outside 1..1"):
+        replacement_probe(model, tok, "3", [(torch.tensor([1, 2]), torch.tensor([0.5, 0.5]))], {2: torch.zeros(64)})
 
 
 @pytest.mark.slow
@@ -150,3 +223,41 @@ def test_quick_experiment_runs():
 
     out = run("quick", 0)
     assert len(out["metrics"]["correct"]["gumbel"]) == len(out["metrics"]["correct"]["vanilla"])
+
+
+def test_batched_3d_inputs_match_row_by_row():
+    """Every reduction runs along the vocabulary axis: 3-D inputs give the row-wise results."""
+    g = torch.Generator().manual_seed(0)
+    logits = torch.randn(2, 3, 9, generator=g) * 2
+    for kw in (dict(top_k=4, top_p=0.8), dict(top_k=9, top_p=1.0), dict(top_k=2, top_p=0.3)):
+        w3, p3 = soft_token_weights(logits, mode="vanilla", temperature=0.7, **kw)
+        d3, _ = soft_token_weights(logits, mode="discrete", temperature=0.7, **kw)
+        for i in range(2):
+            w2, p2 = soft_token_weights(logits[i], mode="vanilla", temperature=0.7, **kw)
+            d2, _ = soft_token_weights(logits[i], mode="discrete", temperature=0.7, **kw)
+            torch.testing.assert_close(p3[i], p2)
+            torch.testing.assert_close(w3[i], w2)
+            assert torch.equal(d3[i], d2)
+            for j in range(3):
+                w1, _ = soft_token_weights(logits[i, j], mode="vanilla", temperature=0.7, **kw)
+                torch.testing.assert_close(w3[i, j], w1)
+    noise = torch.randn(2, 3, 9, generator=g)
+    pt = soft_token_weights(logits, top_k=5, top_p=0.9)[1]
+    gw = gumbel_softmax_weights(pt, 0.5, gumbel=noise)
+    for i in range(2):
+        torch.testing.assert_close(gw[i], gumbel_softmax_weights(pt[i], 0.5, gumbel=noise[i]))
+    a = torch.softmax(torch.randn(2, 3, 9, generator=g), -1)
+    b = torch.softmax(torch.randn(2, 3, 9, generator=g), -1)
+    js = js_divergence(a, b)
+    assert js.shape == (2, 3)
+    assert float(js[1, 2]) == pytest.approx(float(js_divergence(a[1, 2], b[1, 2])))
+
+
+def test_gumbel_support_and_default_tau():
+    p = torch.tensor([[0.5, 0.25, 0.25, 0.0]])
+    w = gumbel_softmax_weights(p, 10.0, gumbel=torch.tensor([[0.1, -0.3, 0.7, 5.0]]))
+    assert w[0, 3] == 0.0                                 # outside the support even at a high tau
+    logits = torch.tensor([[2.0, 1.0, 0.5, -1.0]])
+    w_default, pt = soft_token_weights(logits, mode="gumbel", generator=torch.Generator().manual_seed(5))
+    ref = gumbel_softmax_weights(pt, 0.5, generator=torch.Generator().manual_seed(5))
+    torch.testing.assert_close(w_default, ref)            # the paper's tau = 0.5 is the default

@@ -64,6 +64,26 @@ def test_rejections():
         confidence_weighted_vote(["1"], [1.5])
     with pytest.raises(ValueError, match="at least one sampled answer"):
         majority_vote([])
+    with pytest.raises(ValueError, match=r"confidences must lie in \[0, 1\]"):
+        confidence_weighted_vote(["1"], [float("nan")])
+
+
+def test_nan_confidences_are_rejected():
+    """NaN (an unparsed confidence) must not silently land in a bin or a mean."""
+    nan = float("nan")
+    with pytest.raises(ValueError, match=r"confidences must be finite probabilities in \[0, 1\]; "
+                                         r"got nan at index 1 \(1 non-finite\)"):
+        expected_calibration_error([0.5, nan, 0.2], [1, 0, 0])
+    with pytest.raises(ValueError, match="confidences must lie in"):
+        expected_calibration_error([0.5, -0.1], [1, 0])
+    with pytest.raises(ValueError, match="p_correct and q must be finite.*NaN or inf"):
+        expected_reward(0.5, nan)
+    with pytest.raises(ValueError, match="p_correct and q must be finite"):
+        expected_reward(nan, 0.5)
+    with pytest.raises(ValueError, match=r"p_correct and q must lie in \[0, 1\]"):
+        expected_reward(0.5, 1.5)
+    with pytest.raises(ValueError, match="confidence must be a probability"):
+        brier_score(nan, True)
 
 
 # ---------------------------------------------------------------- the theorem, exactly
@@ -151,3 +171,104 @@ def test_answer_logprob_matches_a_teacher_forced_forward():
     ref = torch.log_softmax(logits[len(prompt) - 1 + j], -1)[ids[0][j]]
     assert lp == pytest.approx(float(ref), abs=1e-4)
     assert answer_logprob(tok, ids[0], scores[0], "x") is None
+
+
+# ---------------------------------------------------------------- exact values at the edges
+def _ece_reference(c, y, n_bins):
+    total = 0.0
+    for b in range(n_bins):
+        lo, hi = b / n_bins, (b + 1) / n_bins
+        m = [(ci >= lo and (ci < hi or (b == n_bins - 1 and ci <= hi))) for ci in c]
+        if any(m):
+            cs = [ci for ci, mi in zip(c, m) if mi]
+            ys = [yi for yi, mi in zip(y, m) if mi]
+            total += len(cs) / len(c) * abs(sum(ys) / len(ys) - sum(cs) / len(cs))
+    return total
+
+
+def test_ece_against_a_reference_with_bin_edges():
+    rng = np.random.default_rng(3)
+    for n_bins in (1, 2, 5, 10, 15):
+        c = list(rng.uniform(size=40)) + [0.0, 1.0, 0.5, 0.2]
+        y = [bool(v) for v in rng.integers(0, 2, size=len(c))]
+        assert expected_calibration_error(c, y, n_bins=n_bins) == pytest.approx(_ece_reference(c, y, n_bins),
+                                                                                abs=1e-12)
+    assert expected_calibration_error([1, 1, 0], [True, False, False]) == pytest.approx(1 / 3)
+    assert expected_calibration_error([0.7], [1]) == pytest.approx(0.3)        # a single item is allowed
+    assert expected_calibration_error([1.0, 0.95], [0, 1], n_bins=10) == pytest.approx(abs(0.5 - 0.975))
+    with pytest.raises(ValueError, match="^confidences and correct must be 1-d arrays of the same, non-zero length$"):
+        expected_calibration_error([], [])
+    with pytest.raises(ValueError, match="1-d arrays"):
+        expected_calibration_error([0.5, 0.5], [1])
+    with pytest.raises(ValueError, match="1-d arrays"):
+        expected_calibration_error([[0.5]], [[1]])
+    with pytest.raises(ValueError, match=r"^confidences must lie in \[0, 1\]$"):
+        expected_calibration_error([0.5, 1.5], [1, 0])
+    with pytest.raises(ValueError, match="^n_bins must be a positive integer, got 0$"):
+        expected_calibration_error([0.5], [1], n_bins=0)
+    with pytest.raises(ValueError, match="n_bins must be a positive integer"):
+        expected_calibration_error([0.5], [1], n_bins=2.5)
+
+
+def test_expected_reward_log_and_brier_closed_forms():
+    p, q = np.array([0.0, 0.3, 1.0, 0.6]), np.array([0.2, 0.5, 0.9, 0.6])
+    np.testing.assert_allclose(expected_reward(p, q, "log"), p * (1 + np.log(q)) + (1 - p) * np.log(1 - q))
+    np.testing.assert_allclose(expected_reward(p, q), p - (q - p) ** 2 - p * (1 - p))
+    assert expected_reward(1, 1) == 1.0 and expected_reward(0, 0) == 0.0    # integers are accepted
+    assert expected_reward(1, 0, "log") == -np.inf
+    with pytest.raises(ValueError, match=r"^p_correct and q must lie in \[0, 1\]$"):
+        expected_reward(1.5, 0.5)
+    with pytest.raises(ValueError, match=r"^p_correct and q must lie in \[0, 1\]$"):
+        expected_reward(-0.5, 0.5)
+    with pytest.raises(ValueError, match=r"^p_correct and q must be finite probabilities in \[0, 1\]; got NaN or inf$"):
+        expected_reward(np.inf, 0.5)
+
+
+def test_log_score_values_and_clipping():
+    assert log_score(0.3, False) == pytest.approx(np.log(0.7))
+    assert log_score(0.3, True) == pytest.approx(1 + np.log(0.3))
+    assert log_score(0.0, True) == -np.inf and log_score(1.0, False) == -np.inf
+    assert log_score(0.0, False) == 0.0 and log_score(1.0, True) == 1.0
+    assert log_score(0.95, False, eps=0.1) == pytest.approx(np.log(0.1))     # q clipped to 1 - eps
+    assert log_score(0.95, True, eps=0.1) == pytest.approx(1 + np.log(0.9))
+    assert log_score(0.01, True, eps=0.1) == pytest.approx(1 + np.log(0.1))  # q clipped to eps
+
+
+def test_parsing_edge_cases_and_messages():
+    assert parse_confidence("**0.7**") == pytest.approx(0.7)
+    assert parse_completion("no tags at all").answer is None
+    assert parse_completion("<answer> </answer><confidence>0.5</confidence>").format_ok is False
+    with pytest.raises(TypeError, match="^completion must be a string, got int$"):
+        parse_completion(3)
+    with pytest.raises(TypeError, match=r"^each completion must be a string or a list of chat messages "
+                                        r"\(\{'role', 'content'\}\), got int$"):
+        rlcr_reward([3], ["1"])
+    # a chat message without content is an empty completion: wrong, confidence missing
+    assert rlcr_reward([[{"role": "assistant"}]], ["1"]) == [-1.0]
+    assert rlvr_reward([[{"role": "assistant"}]], ["1"]) == [0.0]
+    # one gold answer given as a string applies to every completion
+    assert rlcr_reward([_c("5", 0.5), _c("4", 0.5)], "5") == pytest.approx([0.75, -0.25])
+    assert rlvr_reward([_c("5", 0.5), _c("4", 0.5)], "5") == [1.0, 0.0]
+    with pytest.raises(ValueError, match="^got 2 completions but 1 gold answers; they must match$"):
+        rlvr_reward([_c("5", 0.5)] * 2, ["5"])
+
+
+def test_voting_keys_weights_and_messages():
+    # numbers vote together up to 9 decimals, strings case-insensitively; the first spelling is returned
+    assert majority_vote(["0.1234567891", "0.1234567894", "2"]) == "0.1234567891"
+    assert majority_vote(["0.1", "0.2", "0.2"]) == "0.2"                     # not rounded to integers
+    assert majority_vote(["ABC", "x", "abc"]) == "ABC"
+    assert confidence_weighted_vote(["ABC", "x", "abc"], [0.3, 0.5, 0.3]) == "ABC"
+    assert majority_vote([None, "7", None]) == "7"
+    assert confidence_weighted_vote([None, "7", "8"], [0.9, 0.1, 0.2]) == "8"
+    assert confidence_weighted_vote(["a", "b"], [0.0, 0.0]) == "a"         # zero confidence is allowed
+    assert max_confidence(["a", "b"], [0.0, 0.0]) == "a"
+    assert max_confidence([None, None], [0.5, 0.5]) is None
+    assert majority_vote([None]) is None
+    # a custom key is used
+    assert majority_vote(["a1", "b1", "c2"], key=lambda s: s[-1]) == "a1"
+    assert confidence_weighted_vote(["a1", "b2", "c2"], [0.5, 0.3, 0.3], key=lambda s: s[-1]) == "b2"
+    with pytest.raises(ValueError, match="^need at least one sampled answer$"):
+        majority_vote([])
+    with pytest.raises(ValueError, match=r"^confidences must lie in \[0, 1\]$"):
+        max_confidence(["a"], [-0.1])

@@ -139,14 +139,31 @@ class AutoDecoHeads(nn.Module):
         return self
 
 
+def _per_position(name: str, value, logits: torch.Tensor, high: float | None) -> torch.Tensor:
+    """``value`` as a float tensor broadcastable against ``logits`` (a scalar, or shaped
+    ``logits.shape[:-1]`` or ``logits.shape[:-1] + (1,)``), checked to lie in its range."""
+    v = torch.as_tensor(value, dtype=torch.float32, device=logits.device)
+    lead = tuple(logits.shape[:-1])
+    if v.dim() > 0 and tuple(v.shape) not in (lead, lead + (1,)):
+        raise ValueError(f"{name} has shape {tuple(v.shape)}; it must be a scalar or shaped like the logits "
+                         f"without the vocabulary axis, {lead} (or {lead + (1,)})")
+    if torch.isnan(v).any():
+        raise ValueError(f"{name} must not be NaN")
+    rng = f"(0, {high}]" if high is not None else "(0, inf)"
+    if bool((v <= 0).any()) or (high is not None and bool((v > high).any())) or \
+            (high is None and bool(torch.isinf(v).any())):
+        raise ValueError(f"{name} must lie in {rng}, got values from {float(v.min())} to {float(v.max())}")
+    if v.dim() == len(lead):
+        v = v.expand(lead).unsqueeze(-1) if lead else v.reshape(1)
+    return v
+
+
 def top_p_filter(probs: torch.Tensor, top_p: torch.Tensor | float) -> torch.Tensor:
     """Hard nucleus mask: keep the smallest set of highest-probability tokens whose mass reaches
     ``top_p`` (the top token is always kept). ``top_p`` is a scalar or has ``probs.shape[:-1]``.
     Returns a boolean mask shaped like ``probs``.
     """
-    top_p = torch.as_tensor(top_p, dtype=probs.dtype, device=probs.device)
-    if top_p.dim() < probs.dim():
-        top_p = top_p.expand(probs.shape[:-1]).unsqueeze(-1)
+    top_p = _per_position("top_p", top_p, probs, 1.0).to(probs.dtype)
     sorted_p, order = probs.sort(dim=-1, descending=True)
     before = sorted_p.cumsum(-1) - sorted_p  # mass strictly before each sorted token
     keep_sorted = before < top_p
@@ -158,9 +175,7 @@ def warp_logits(logits: torch.Tensor, temperature, top_p) -> torch.Tensor:
     """Inference-time AutoDeco warp: ``l / T`` then a hard top-p cut at ``P`` (Sec. 2.3),
     returned as new logits with ``-inf`` outside the nucleus. ``temperature``/``top_p`` are
     scalars or tensors shaped ``logits.shape[:-1]``."""
-    t = torch.as_tensor(temperature, dtype=torch.float32, device=logits.device)
-    if t.dim() < logits.dim():
-        t = t.expand(logits.shape[:-1]).unsqueeze(-1)
+    t = _per_position("temperature", temperature, logits, None)
     scaled = logits.float() / t.clamp_min(1e-6)
     keep = top_p_filter(torch.softmax(scaled, dim=-1), top_p)
     return scaled.masked_fill(~keep, float("-inf"))

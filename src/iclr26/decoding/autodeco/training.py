@@ -44,6 +44,9 @@ def teacher_forced(model, tokenizer, prompts, completions, *, batch_size: int = 
         seqs, spans = [], []
         for p, c in zip(prompts[start : start + batch_size], completions[start : start + batch_size]):
             pi = tokenizer(p, add_special_tokens=True)["input_ids"]
+            if not pi:
+                raise ValueError(f"prompt {p!r} has no tokens: the first completion token is predicted from "
+                                 "the prompt's last position, so each prompt needs at least one token")
             ci = tokenizer(c, add_special_tokens=False)["input_ids"]
             if not ci:
                 raise ValueError(f"completion {c!r} tokenises to nothing")

@@ -64,6 +64,32 @@ def _validate_alpha(alpha) -> float:
     return a
 
 
+def _validate_sampling(temperature, top_p) -> None:
+    """temperature must be a finite number > 0 and top_p lie in (0, 1] (NaN fails both)."""
+    try:
+        t, p = float(temperature), float(top_p)
+    except (TypeError, ValueError):
+        raise TypeError(f"temperature and top_p must be real numbers, got {temperature!r}, {top_p!r}") from None
+    if not (t > 0 and t != float("inf")):
+        raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+    if not 0 < p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+
+
+def _validate_prompts(tokenizer, prompts) -> list[str]:
+    if isinstance(prompts, str):
+        raise TypeError("prompts must be a sequence of strings, not a single string")
+    prompts = list(prompts)
+    if not prompts:
+        raise ValueError("prompts is empty: give at least one prompt")
+    for i, p in enumerate(prompts):
+        if not isinstance(p, str):
+            raise TypeError(f"prompt {i} must be a string, got {type(p).__name__}")
+        if not tokenizer(p)["input_ids"]:
+            raise ValueError(f"prompt {i} is empty ({p!r} has no tokens): each prompt needs at least one token")
+    return prompts
+
+
 class _IncrementalLM:
     """Runs a causal LM step by step on a growing batch of ids, with its own KV cache."""
 
@@ -135,6 +161,10 @@ class ProxyThinkerLogitsProcessor(LogitsProcessor):
                  prompt_attention_mask: Optional[torch.Tensor] = None,
                  pad_token_id: Optional[int] = None):
         self.alpha = _validate_alpha(alpha)
+        if prompt_attention_mask is None and pad_token_id is None:
+            raise ValueError("ProxyThinkerLogitsProcessor needs the prompts' padding: give "
+                             "prompt_attention_mask (the mask of the next generate call) or pad_token_id "
+                             "(left padding read off the prompts); neither was given")
         self.expert = _IncrementalLM(expert, "expert")
         self.amateur = None if amateur is None else _IncrementalLM(amateur, "amateur")
         self.prompt_attention_mask = prompt_attention_mask
@@ -146,7 +176,8 @@ class ProxyThinkerLogitsProcessor(LogitsProcessor):
             return m
         if self.pad_token_id is not None:  # left padding: mask the leading pad tokens only
             return ((input_ids != self.pad_token_id).long().cumsum(-1) > 0).long()
-        return None
+        raise ValueError(f"prompt_attention_mask has shape {tuple(m.shape)} but the prompts have shape "
+                         f"{tuple(input_ids.shape)}; they must match (or give pad_token_id instead)")
 
     def reset(self):
         """Forget the small models' caches (done automatically when a new prompt batch starts)."""
@@ -198,8 +229,8 @@ def proxythinker_generate(
     ``model.generate`` (e.g. ``min_new_tokens``).
     """
     alpha = _validate_alpha(alpha)
-    if isinstance(prompts, str):
-        raise TypeError("prompts must be a sequence of strings, not a single string")
+    _validate_sampling(temperature, top_p)
+    prompts = _validate_prompts(tokenizer, prompts)
     if int(max_new_tokens) < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
     if int(batch_size) < 1:

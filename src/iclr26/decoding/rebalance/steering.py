@@ -77,6 +77,14 @@ class ReBalanceConfig:
     info: dict = field(default_factory=dict)
 
     def __post_init__(self):
+        if not isinstance(self.vector, torch.Tensor) or self.vector.dim() != 1 or self.vector.numel() == 0:
+            raise ValueError("vector (the steering direction) must be a non-empty 1-D tensor of the model's "
+                             f"hidden size, got {getattr(self.vector, 'shape', type(self.vector).__name__)}")
+        if not bool(torch.isfinite(self.vector).all()):
+            raise ValueError("vector (the steering direction) must be finite, got NaN or inf entries")
+        if not bool((self.vector != 0).any()):
+            raise ValueError("vector (the steering direction) is all zeros: steering would do nothing; "
+                             "fit it with fit_rebalance (unit norm, mu_O - mu_U)")
         if not math.isfinite(self.strength) or self.strength < 0:
             raise ValueError(f"strength must be a finite number >= 0, got {self.strength!r}")
         if not (self.tau_c_low <= self.tau_c_high and self.tau_v_low <= self.tau_v_high):
@@ -131,6 +139,10 @@ class ReBalanceSteerer:
         layers = decoder_layers(model)
         if not 0 <= config.layer < len(layers):
             raise ValueError(f"layer must be in [0, {len(layers) - 1}], got {config.layer}")
+        hidden = getattr(model.config, "hidden_size", None)
+        if hidden is not None and config.vector.numel() != hidden:
+            raise ValueError(f"steering vector has {config.vector.numel()} entries but the model's hidden size "
+                             f"is {hidden}; it must match (fit it on this model with fit_rebalance)")
         if not isinstance(sep, str) or not sep:
             raise ValueError(f"sep (the text that ends a step) must be a non-empty string, got {sep!r}")
         self.model, self.cfg = model, config
@@ -222,6 +234,8 @@ def fit_rebalance(model, tokenizer, prompts: Sequence[str], completions: Sequenc
     ``relax=True`` falls back to the confidence conditions alone when the joint O or U set is
     empty (tiny calibration sets); ``info["relaxed"]`` records it.
     """
+    if isinstance(prompts, str) or isinstance(completions, str):
+        raise TypeError("prompts and completions must be sequences of strings, not single strings")
     if len(prompts) != len(completions) or not prompts:
         raise ValueError("need the same positive number of prompts and completions")
     if not 0 <= q_low < q_high <= 1:
@@ -233,6 +247,9 @@ def fit_rebalance(model, tokenizer, prompts: Sequence[str], completions: Sequenc
     conf, var, firsts, norms = [], [], [], []
     for prompt, comp in zip(prompts, completions):
         p_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        if not p_ids:
+            raise ValueError(f"empty prompt {prompt!r}: each calibration prompt must contain at least one "
+                             "token (the first step's confidence is read at the prompt's last position)")
         pieces = [s for s in comp.split(sep)]
         step_ids = []
         for i, s in enumerate(pieces):

@@ -31,7 +31,12 @@ def replacement_probe(model, tokenizer, prompt: str, think_weights, probe_logits
     token. Steps whose soft token has a single support token have no top-2 and are skipped.
     ``think_weights`` and ``probe_logits`` are one row of :class:`SoftThinkingOutput`."""
     E = model.get_input_embeddings().weight
-    ids = torch.tensor(tokenizer(prompt, add_special_tokens=True)["input_ids"])
+    ids = torch.tensor(tokenizer(prompt, add_special_tokens=True)["input_ids"], dtype=torch.long)
+    if ids.numel() == 0:
+        raise ValueError(f"prompt {prompt!r} has no tokens: the probe needs the prompt the soft thought followed")
+    bad = [k for k in probe_logits if not 1 <= int(k) <= len(think_weights)]
+    if bad:
+        raise ValueError(f"probe steps {bad} are outside 1..{len(think_weights)} (the soft steps of this row)")
     base = E[ids]
     rows = []
     for k, logits_soft in sorted(probe_logits.items()):

@@ -120,6 +120,22 @@ def soft_thinking_generate(
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     if isinstance(prompts, str):
         prompts = [prompts]
+    prompts = list(prompts)
+    if not prompts:
+        raise ValueError("prompts is empty: give at least one prompt")
+    for i, p in enumerate(prompts):
+        if not isinstance(p, str):
+            raise TypeError(f"prompt {i} must be a string, got {type(p).__name__}")
+        if not tokenizer(p, add_special_tokens=True)["input_ids"]:
+            raise ValueError(f"prompt {i} is empty ({p!r} has no tokens): each prompt needs at least one token")
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature!r}")
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
+    if mode == "gumbel" and not tau > 0:
+        raise ValueError(f"tau must be > 0, got {tau!r}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     if not isinstance(max_think_tokens, int) or max_think_tokens < 0:
         raise ValueError(f"max_think_tokens must be a non-negative integer, got {max_think_tokens!r}")
     if not isinstance(max_answer_tokens, int) or max_answer_tokens < 0:

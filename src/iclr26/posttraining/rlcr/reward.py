@@ -162,6 +162,8 @@ def expected_reward(p_correct, q, score: str = "brier"):
 
     p = np.asarray(p_correct, dtype=float)
     q = np.asarray(q, dtype=float)
+    if not (np.all(np.isfinite(p)) and np.all(np.isfinite(q))):
+        raise ValueError("p_correct and q must be finite probabilities in [0, 1]; got NaN or inf")
     if np.any((p < 0) | (p > 1)) or np.any((q < 0) | (q > 1)):
         raise ValueError("p_correct and q must lie in [0, 1]")
     if score == "brier":
@@ -180,6 +182,10 @@ def expected_calibration_error(confidences, correct, n_bins: int = 10) -> float:
     y = np.asarray(correct, dtype=float)
     if c.shape != y.shape or c.ndim != 1 or c.size == 0:
         raise ValueError("confidences and correct must be 1-d arrays of the same, non-zero length")
+    bad = np.flatnonzero(~np.isfinite(c))
+    if bad.size:
+        raise ValueError(f"confidences must be finite probabilities in [0, 1]; got {float(c[bad[0]])!r} at "
+                         f"index {int(bad[0])} ({bad.size} non-finite); drop or impute unparsed confidences first")
     if np.any((c < 0) | (c > 1)):
         raise ValueError("confidences must lie in [0, 1]")
     if not isinstance(n_bins, int) or n_bins < 1:
