@@ -46,6 +46,10 @@ def _rows(db):
     con = sqlite3.connect(db)
     try:
         return con.execute("SELECT seed, finished_at FROM trials ORDER BY seed").fetchall()
+    except sqlite3.OperationalError as e:  # the run has created the file but not yet its schema
+        if "no such table" in str(e):
+            return []
+        raise
     finally:
         con.close()
 
