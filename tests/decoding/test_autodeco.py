@@ -246,3 +246,445 @@ def test_experiment_problems_are_distinct_and_an_impossible_request_is_refused()
     assert set(few) == set(every[10:])
     with pytest.raises(ValueError, match="only 5 remain"):
         make_problems(rng, 6, max_operand=3, exclude=every[:10])
+
+
+# ----- independent references for the loss, the heads and the training loop -----
+
+def _ref_soft_top_p(logits, t, p, alpha):
+    """Sec. 2.2 written out row by row (sort, cumulative mass, exp(-alpha relu(c - P)), renormalise)."""
+    rows = []
+    for l, ti, pi in zip(logits, t, p):
+        probs = torch.softmax(l / ti, -1)
+        order = torch.argsort(probs, descending=True)
+        c = torch.cumsum(probs[order], 0)
+        m = torch.empty_like(probs)
+        m[order] = torch.exp(-alpha * torch.clamp(c - pi, min=0.0))
+        rows.append(probs * m / ((probs * m).sum() + 1e-9))
+    return torch.stack(rows)
+
+
+def _ref_loss(heads, h, logits, y, *, alpha, easy_drop, min_temperature, weights, seed):
+    t, p = heads(h, logits)
+    base = torch.softmax(logits, -1)
+    w_dft = base[torch.arange(len(y)), y]
+    u = torch.rand(y.shape, generator=torch.Generator().manual_seed(seed))
+    keep = ~((base.argmax(-1) == y) & (u < easy_drop))
+    w = torch.ones(len(y)) if weights is None else weights
+    ce = -torch.log_softmax(logits / torch.clamp(t, min=min_temperature)[:, None], -1)[torch.arange(len(y)), y]
+    lt = (ce * w_dft * w * keep).sum() / max(float((w * keep).sum()), 1.0)
+    q = _ref_soft_top_p(logits, t, p, alpha)
+    nll = -torch.log(q[torch.arange(len(y)), y] + 1e-9)
+    lp = (nll * w_dft * w).sum() / max(float(w.sum()), 1.0)
+    return lt, lp, t, p
+
+
+@pytest.mark.parametrize("weights_scale", [None, 0.02, 3.0])
+def test_autodeco_loss_against_reference(weights_scale):
+    """L = L_T + L_P (Sec. 2.2) with easy-token masking, p(y) weights, position weights and the
+    min_temperature clamp, against a row-by-row reference; the base logits get no gradient."""
+    torch.manual_seed(3)
+    heads = AutoDecoHeads(AutoDecoConfig(hidden_size=6, head_hidden=16))
+    h = torch.randn(40, 6)
+    logits = (torch.randn(40, 9) * 3).requires_grad_(True)
+    y = torch.where(torch.rand(40) < 0.6, logits.detach().argmax(-1), torch.randint(0, 9, (40,)))
+    weights = None if weights_scale is None else torch.rand(40) * weights_scale
+    kw = dict(alpha=12.0, easy_drop=0.35, min_temperature=0.95, weights=weights)
+    loss, parts = autodeco_loss(heads, h, logits, y, generator=torch.Generator().manual_seed(11), **kw)
+    with torch.no_grad():
+        lt, lp, t, p = _ref_loss(heads, h, logits.detach(), y, seed=11, **kw)
+    assert (t < 0.95).any() and (t > 0.95).any()  # the clamp is active on part of the positions
+    assert math.isclose(parts["loss_t"], float(lt), rel_tol=1e-5)
+    assert math.isclose(parts["loss_p"], float(lp), rel_tol=1e-5)
+    assert math.isclose(float(loss.detach()), float(lt + lp), rel_tol=1e-5)
+    assert math.isclose(parts["mean_T"], float(t.mean()), rel_tol=1e-6)
+    assert math.isclose(parts["mean_P"], float(p.mean()), rel_tol=1e-6)
+    assert set(parts) == {"loss_t", "loss_p", "mean_T", "mean_P"}
+    loss.backward()
+    assert logits.grad is None  # the frozen model's logits are constants
+    assert heads.temp_head[0].weight.grad.abs().sum() > 0 and heads.top_p_head[0].weight.grad.abs().sum() > 0
+
+
+def test_autodeco_loss_defaults_and_rejections():
+    import inspect
+
+    d = inspect.signature(autodeco_loss).parameters
+    assert (d["alpha"].default, d["easy_drop"].default, d["min_temperature"].default) == (30.0, 0.6, 0.01)
+    assert inspect.signature(soft_top_p_probs).parameters["alpha"].default == 30.0
+    torch.manual_seed(4)
+    heads = AutoDecoHeads(AutoDecoConfig(hidden_size=4, head_hidden=8))
+    h, logits = torch.randn(12, 4), torch.randn(12, 7) * 2
+    y = logits.argmax(-1)
+    loss, parts = autodeco_loss(heads, h, logits, y, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        lt, lp, _, _ = _ref_loss(heads, h, logits, y, alpha=30.0, easy_drop=0.6, min_temperature=0.01,
+                                 weights=None, seed=2)
+    assert math.isclose(parts["loss_t"], float(lt), rel_tol=1e-5)
+    assert math.isclose(parts["loss_p"], float(lp), rel_tol=1e-5)
+    q = soft_top_p_probs(logits, torch.full((12,), 0.8), torch.full((12,), 0.7))
+    torch.testing.assert_close(q, _ref_soft_top_p(logits, torch.full((12,), 0.8), torch.full((12,), 0.7), 30.0))
+    with pytest.raises(ValueError, match=r"^autodeco_loss expects flattened hidden \(N, H\), logits \(N, V\) "
+                                         r"and labels \(N,\)$"):
+        autodeco_loss(heads, h[None], logits, y)
+    for args in ((h, logits[None], y), (h, logits, y[:, None])):
+        with pytest.raises(ValueError, match="expects flattened"):
+            autodeco_loss(heads, *args)
+    with pytest.raises(ValueError, match=r"^hidden, logits and labels must have the same number of positions, "
+                                         r"got 12, 11, 12$"):
+        autodeco_loss(heads, h, logits[:11], y)
+    with pytest.raises(ValueError, match="got 12, 12, 10"):
+        autodeco_loss(heads, h, logits, y[:10])
+    for bad in (-0.1, 1.0):
+        with pytest.raises(ValueError, match=rf"^easy_drop must be in \[0, 1\), got {bad!r}$"):
+            autodeco_loss(heads, h, logits, y, easy_drop=bad)
+    with pytest.raises(ValueError, match=r"^alpha must be > 0, got -1.0$"):
+        soft_top_p_probs(logits, torch.ones(12), torch.ones(12), alpha=-1.0)
+
+
+def test_heads_forward_against_reference():
+    """T = max_T sigmoid(MLP_T(h)); P = sigmoid(MLP_P([h, T, stats(softmax(l / max(T, 0.01)))]))."""
+    torch.manual_seed(5)
+    cfg = AutoDecoConfig(hidden_size=6, head_hidden=10, max_temperature=3.0)
+    heads = AutoDecoHeads(cfg)
+    assert [tuple(m.weight.shape) for m in heads.temp_head if hasattr(m, "weight")] == [(10, 6), (1, 10)]
+    assert [tuple(m.weight.shape) for m in heads.top_p_head if hasattr(m, "weight")] == [(10, 11), (1, 10)]
+    with torch.no_grad():
+        heads.temp_head[2].bias.fill_(-6.0)   # some temperatures below the 0.01 floor of the features
+        heads.temp_head[2].weight.mul_(8.0)
+    h, logits = torch.randn(30, 6), torch.randn(30, 12) * 2
+    t, p = heads(h, logits)
+    with torch.no_grad():
+        rt = 3.0 * torch.sigmoid(heads.temp_head[2](torch.relu(heads.temp_head[0](h)))).squeeze(-1)
+        z = logits / torch.clamp(rt, min=1e-2)[:, None]
+        q = torch.softmax(z, -1)
+        stats = torch.stack([q.max(-1).values, -(q * torch.log_softmax(z, -1)).sum(-1), q.var(-1),
+                             q.sort(-1, descending=True).values[:, :5].sum(-1)], -1)
+        x = torch.cat([h, rt[:, None], stats], -1)
+        rp = torch.sigmoid(heads.top_p_head[2](torch.relu(heads.top_p_head[0](x)))).squeeze(-1)
+    assert (rt < 1e-2).any() and (rt > 1e-2).any()
+    torch.testing.assert_close(t, rt)
+    torch.testing.assert_close(p, rp)
+    torch.testing.assert_close(heads.temperature(h), rt)
+    # the top-p head does not move the temperature head through its input copy of T
+    heads.zero_grad()
+    heads(h, logits)[1].sum().backward()
+    assert heads.temp_head[0].weight.grad is None or heads.temp_head[0].weight.grad.abs().sum() == 0
+    # without the probability features the top-p head reads [h, T] only
+    plain = AutoDecoHeads(AutoDecoConfig(hidden_size=6, head_hidden=10, use_prob_features=False))
+    assert plain.top_p_head[0].weight.shape == (10, 7)
+    t2, p2 = plain(h, logits)
+    with torch.no_grad():
+        x = torch.cat([h, t2[:, None]], -1)
+        torch.testing.assert_close(p2, torch.sigmoid(plain.top_p_head[2](torch.relu(plain.top_p_head[0](x)))).squeeze(-1))
+
+
+def test_probability_features_small_vocabulary():
+    from iclr26.decoding.autodeco.heads import probability_features
+
+    logits = torch.tensor([[2.0, 0.0, -1.0], [0.5, 0.5, 3.0]])
+    f = probability_features(logits)
+    q = torch.softmax(logits, -1)
+    ref = torch.stack([q.max(-1).values, -(q * q.log()).sum(-1), q.var(-1), torch.ones(2)], -1)
+    torch.testing.assert_close(f, ref)
+
+
+def test_config_defaults_bounds_and_messages():
+    cfg = AutoDecoConfig(hidden_size=1, head_hidden=1, max_temperature=1e-3)  # the smallest allowed values
+    assert (cfg.hidden_size, cfg.head_hidden) == (1, 1)
+    d = AutoDecoConfig(hidden_size=4)
+    assert (d.head_hidden, d.max_temperature, d.use_prob_features) == (256, 2.0, True)
+    with pytest.raises(ValueError, match=r"^hidden_size must be a positive integer, got 4.0$"):
+        AutoDecoConfig(hidden_size=4.0)
+    with pytest.raises(ValueError, match=r"^head_hidden must be a positive integer, got 2.5$"):
+        AutoDecoConfig(hidden_size=4, head_hidden=2.5)
+    with pytest.raises(ValueError, match=r"^head_hidden must be a positive integer, got 0$"):
+        AutoDecoConfig(hidden_size=4, head_hidden=0)
+    with pytest.raises(ValueError, match=r"^max_temperature must be > 0, got -1.0$"):
+        AutoDecoConfig(hidden_size=4, max_temperature=-1.0)
+    with pytest.raises(TypeError, match=r"^config must be an AutoDecoConfig, got dict$"):
+        AutoDecoHeads({"hidden_size": 4})
+    heads = AutoDecoHeads(AutoDecoConfig(hidden_size=4))
+    with pytest.raises(ValueError, match=r"^hidden \(3, 4\) and logits \(2, 7\) must share leading dimensions$"):
+        heads(torch.randn(3, 4), torch.randn(2, 7))
+    with pytest.raises(ValueError, match=r"^hidden size 5 != config.hidden_size 4$"):
+        heads(torch.randn(3, 5), torch.randn(3, 7))
+
+
+def test_from_base_and_set_constant():
+    from types import SimpleNamespace
+
+    model = tiny_lm()
+    heads = AutoDecoHeads.from_base(model, head_hidden=12, max_temperature=1.5)
+    assert (heads.config.hidden_size, heads.config.head_hidden, heads.config.max_temperature) == (32, 12, 1.5)
+
+    class Multi:  # a multimodal config: the text sizes live in get_text_config()
+        hidden_size = None
+
+        def get_text_config(self):
+            return SimpleNamespace(hidden_size=24)
+
+    assert AutoDecoHeads.from_base(SimpleNamespace(config=Multi())).config.hidden_size == 24
+    with pytest.raises(ValueError, match=r"^model.config has no hidden_size; build AutoDecoConfig\(hidden_size=...\) "
+                                         r"yourself$"):
+        AutoDecoHeads.from_base(SimpleNamespace(config=SimpleNamespace()))
+    h, l = torch.randn(4, 32), torch.randn(4, 64)
+    assert heads.set_constant(0.6, 0.7) is heads
+    t, p = heads(h, l)
+    torch.testing.assert_close(t, torch.full((4,), 0.6))
+    torch.testing.assert_close(p, torch.full((4,), 0.7))
+    heads.set_constant(1.2, 1.0)
+    t, p = heads(h, l)
+    assert torch.all(p == 1.0) and float(heads.top_p_head[-1].bias) == 40.0
+    for bad in (0.0, 1.5, -1.0):
+        with pytest.raises(ValueError, match=rf"^temperature must be in \(0, 1.5\), got {bad!r}$"):
+            heads.set_constant(bad, 1.0)
+    for bad in (0.0, 1.01):
+        with pytest.raises(ValueError, match=rf"^top_p must be in \(0, 1\], got {bad!r}$"):
+            heads.set_constant(1.0, bad)
+
+
+def test_warp_logits_tiny_temperature_and_scalar_shapes():
+    logits = torch.tensor([[2.0, 1.0, 0.0], [0.0, 3.0, 1.0]])
+    out = warp_logits(logits * 1e-6, 1e-9, 1.0)  # below the 1e-6 floor of the division
+    torch.testing.assert_close(out, logits)
+    one = warp_logits(torch.tensor([1.0, 2.0, 0.5]), torch.tensor(0.5), torch.tensor(1.0))
+    torch.testing.assert_close(one, torch.tensor([2.0, 4.0, 1.0]))
+    with pytest.raises(ValueError, match=r"^top_p must lie in \(0, 1.0\], got values from 0.5 to 1.5$"):
+        top_p_filter(torch.softmax(logits, -1), torch.tensor([0.5, 1.5]))
+    with pytest.raises(ValueError, match=r"^temperature must not be NaN$"):
+        warp_logits(logits, torch.tensor([1.0, float("nan")]), 1.0)
+    with pytest.raises(ValueError, match=r"^temperature must lie in \(0, inf\), got values from 1.0 to inf$"):
+        warp_logits(logits, torch.tensor([1.0, float("inf")]), 1.0)
+    # per-row top-p: each row gets its own nucleus
+    keep = top_p_filter(torch.tensor([[0.6, 0.3, 0.1], [0.6, 0.3, 0.1]]), torch.tensor([[0.5], [0.8]]))
+    assert keep.tolist() == [[True, False, False], [True, True, False]]
+
+
+def test_processor_history_dtype_removal_and_errors():
+    model = tiny_lm()
+    heads = AutoDecoHeads.from_base(model)
+    with pytest.raises(ValueError, match=r"^model has no output embedding \(lm_head\); AutoDeco needs a causal LM head$"):
+        AutoDecoLogitsProcessor(torch.nn.Linear(2, 2), heads)
+    with pytest.raises(TypeError, match=r"^heads must be AutoDecoHeads, got object$"):
+        AutoDecoLogitsProcessor(model, object())
+    ids = torch.tensor([[3, 4, 5, 6], [9, 8, 7, 6]])
+    quiet = AutoDecoLogitsProcessor(model, heads)
+    assert quiet.record is False
+    with pytest.raises(RuntimeError, match=r"^AutoDecoLogitsProcessor saw no hidden state: was the hook removed "
+                                           r"before generate\?$"):
+        quiet(ids, torch.zeros(2, 64))
+    with torch.no_grad():
+        out = model(ids, output_hidden_states=True)
+    scores = out.logits[:, -1, :]
+    warped = quiet(ids, scores.to(torch.bfloat16))
+    assert warped.dtype == torch.bfloat16 and quiet.history == []
+    t, p = heads(out.hidden_states[-1][:, -1, :], scores.to(torch.bfloat16))
+    torch.testing.assert_close(warped, warp_logits(scores.to(torch.bfloat16), t, p).to(torch.bfloat16))
+    with pytest.raises(RuntimeError, match=r"^captured hidden batch 2 != scores batch 3 \(beam search and other "
+                                           r"batch-expanding modes are not supported\)$"):
+        quiet(ids, torch.zeros(3, 64))
+    quiet.remove()
+    quiet.remove()  # idempotent
+    with AutoDecoLogitsProcessor(model, heads, record=True) as rec:
+        with torch.no_grad():
+            model(ids[:1])
+        rec(ids[:1], scores[:1])
+        assert len(rec.history) == 1 and rec.history[0][0].shape == (1,)
+        tt, pp = heads(out.hidden_states[-1][:1, -1, :], scores[:1])
+        torch.testing.assert_close(rec.history[0][0], tt)
+        torch.testing.assert_close(rec.history[0][1], pp)
+    # after the context exits the hook is gone: a new forward no longer updates the captured state
+    before = rec._hidden.clone()
+    with torch.no_grad():
+        model(torch.tensor([[10, 11]]))
+    assert torch.equal(rec._hidden, before) and rec._handle is None
+
+
+class _SpaceTok:
+    """Token ids written as numbers separated by spaces; ``pad_token_id`` settable."""
+
+    def __init__(self, pad=0):
+        self.pad_token_id = pad
+
+    def __call__(self, text, add_special_tokens=True):
+        return {"input_ids": ([2] if add_special_tokens else []) + [int(t) for t in text.split()]}
+
+
+@pytest.mark.parametrize("pad", [0, None])
+def test_teacher_forced_against_per_sequence_forwards(pad):
+    """Each completion token's hidden state equals the unpadded single-sequence forward's state at
+    the position before it; batches of 2 over 3 sequences of different lengths (left padding)."""
+    from iclr26.decoding.autodeco.training import teacher_forced
+
+    model = tiny_lm()
+    prompts, comps = ["3 4 5", "9", "7 7 8 20"], ["6 7", "10 11 12", "13"]
+    pos = teacher_forced(model, _SpaceTok(pad), prompts, comps, batch_size=2)
+    assert pos.labels.tolist() == [6, 7, 10, 11, 12, 13]
+    assert pos.item.tolist() == [0, 0, 1, 1, 1, 2] and pos.step.tolist() == [0, 1, 0, 1, 2, 0]
+    refs = []
+    for p, c in zip(prompts, comps):
+        pi, ci = [2] + [int(t) for t in p.split()], [int(t) for t in c.split()]
+        with torch.no_grad():
+            hs = model(torch.tensor([pi + ci]), output_hidden_states=True).hidden_states[-1][0]
+        refs.append(hs[len(pi) - 1: len(pi) - 1 + len(ci)])
+    torch.testing.assert_close(pos.hidden, torch.cat(refs), atol=1e-4, rtol=1e-4)
+    assert pos.hidden.dtype == torch.float32
+    with pytest.raises(ValueError, match=r"^2 prompts but 1 completions$"):
+        teacher_forced(model, _SpaceTok(), prompts[:2], comps[:1])
+    with pytest.raises(ValueError, match=r"^batch_size must be positive, got 0$"):
+        teacher_forced(model, _SpaceTok(), prompts, comps, batch_size=0)
+    one = teacher_forced(model, _SpaceTok(), prompts, comps, batch_size=1)
+    torch.testing.assert_close(one.hidden, pos.hidden, atol=1e-4, rtol=1e-4)
+
+
+def test_teacher_forced_default_batch_size():
+    import inspect
+    from iclr26.decoding.autodeco.training import teacher_forced
+
+    assert inspect.signature(teacher_forced).parameters["batch_size"].default == 16
+    d = inspect.signature(train_heads).parameters
+    assert (d["steps"].default, d["batch_size"].default, d["lr"].default, d["alpha"].default,
+            d["easy_drop"].default, d["seed"].default) == (400, 64, 1e-3, 30.0, 0.6, 0)
+
+
+class _Stub(torch.nn.Module):
+    def __init__(self, h=5, v=9):
+        super().__init__()
+        self.lin = torch.nn.Linear(h, v, bias=False)
+
+    def get_output_embeddings(self):
+        return self.lin
+
+
+def _ref_train(heads, stub, data, *, steps, batch_size, lr, weights, alpha, easy_drop, seed):
+    """The head-training loop written out: epochs of a seeded permutation cut into full batches
+    (one short batch when there are fewer positions than a batch), AdamW, autodeco_loss."""
+    g = torch.Generator().manual_seed(seed)
+    n = data.hidden.shape[0]
+    w_all = torch.ones(n) if weights is None else weights
+    opt = torch.optim.AdamW(heads.parameters(), lr=lr)
+    batches = []
+    while len(batches) < steps:
+        perm = torch.randperm(n, generator=g)
+        starts = list(range(0, n - batch_size + 1, batch_size)) or [0]
+        for s in starts:
+            if len(batches) >= steps:
+                break
+            idx = perm[s: s + batch_size]
+            batches.append(idx)
+            h = data.hidden[idx]
+            with torch.no_grad():
+                logits = stub.lin(h)
+            loss, _ = autodeco_loss(heads, h, logits, data.labels[idx], alpha=alpha, easy_drop=easy_drop,
+                                    weights=w_all[idx], generator=g)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return batches
+
+
+@pytest.mark.parametrize("n, batch_size, weighted", [(22, 8, True), (5, 8, False)])
+def test_train_heads_against_reference_loop(n, batch_size, weighted):
+    torch.manual_seed(8)
+    stub = _Stub()
+    with torch.no_grad():
+        stub.lin.weight.mul_(6.0)
+    h = torch.randn(n, 5)
+    y = torch.where(torch.rand(n) < 0.5, stub.lin(h).argmax(-1), torch.randint(0, 9, (n,)))
+    data = TracePositions(h, y, torch.arange(n), torch.zeros(n, dtype=torch.long))
+    weights = torch.rand(n) * 2 if weighted else None
+    a = AutoDecoHeads(AutoDecoConfig(hidden_size=5, head_hidden=8))
+    b = AutoDecoHeads(AutoDecoConfig(hidden_size=5, head_hidden=8))
+    b.load_state_dict(a.state_dict())
+    kw = dict(steps=7, batch_size=batch_size, lr=5e-3, weights=weights, alpha=9.0, easy_drop=0.3, seed=4)
+    res = train_heads(a, stub, data, **kw)
+    _ref_train(b, stub, data, **kw)
+    assert len(res.losses) == 7
+    for (k, va), vb in zip(a.state_dict().items(), b.state_dict().values()):
+        torch.testing.assert_close(va, vb, atol=1e-5, rtol=1e-5, msg=k)
+    with pytest.raises(ValueError, match=r"^no training positions \(no accepted samples\?\)$"):
+        train_heads(a, stub, TracePositions(h[:0], y[:0], y[:0], y[:0]), steps=1)
+
+
+def test_leading_dimensions_beyond_one_batch_axis():
+    """(batch, time, ...) inputs give the same values as the flattened (batch * time, ...) ones."""
+    from iclr26.decoding.autodeco.heads import probability_features
+
+    torch.manual_seed(6)
+    heads = AutoDecoHeads(AutoDecoConfig(hidden_size=6, head_hidden=10))
+    h, logits = torch.randn(2, 5, 6), torch.randn(2, 5, 7) * 2
+    t, p = heads(h, logits)
+    tf, pf = heads(h.reshape(10, 6), logits.reshape(10, 7))
+    assert t.shape == (2, 5) and p.shape == (2, 5)
+    torch.testing.assert_close(t, tf.reshape(2, 5))
+    torch.testing.assert_close(p, pf.reshape(2, 5))
+    torch.testing.assert_close(heads.temperature(h), tf.reshape(2, 5))
+    with pytest.raises(ValueError, match=r"^hidden size 7 != config.hidden_size 6$"):
+        heads(torch.randn(2, 5, 7), logits)
+    with pytest.raises(ValueError, match="must share leading dimensions"):
+        heads(h, torch.randn(2, 4, 7))
+    with pytest.raises(ValueError, match="must share leading dimensions"):
+        heads(h, torch.randn(3, 5, 7))
+    torch.testing.assert_close(probability_features(logits), probability_features(logits.reshape(10, 7)).reshape(2, 5, 4))
+    short = logits[:, :3]  # fewer time steps than the top-5 width: the top-5 mass is over the vocabulary
+    torch.testing.assert_close(probability_features(short), probability_features(short.reshape(6, 7)).reshape(2, 3, 4))
+    tt, pp = torch.rand(2, 5) + 0.3, torch.rand(2, 5) * 0.8 + 0.1
+    q = soft_top_p_probs(logits, tt, pp, alpha=7.0)
+    torch.testing.assert_close(q, _ref_soft_top_p(logits.reshape(10, 7), tt.reshape(10), pp.reshape(10), 7.0).reshape(2, 5, 7))
+    w = warp_logits(logits, tt, pp)
+    torch.testing.assert_close(w, warp_logits(logits.reshape(10, 7), tt.reshape(10), pp.reshape(10)).reshape(2, 5, 7))
+    w1 = warp_logits(logits, tt[..., None], pp[..., None])
+    torch.testing.assert_close(w1, w)
+    assert soft_top_p_probs(logits, tt, pp, alpha=0.5).shape == (2, 5, 7)  # any alpha > 0 is allowed
+
+
+def test_soft_top_p_loss_stays_finite_far_outside_the_nucleus():
+    """A label deep in the tail has q(y) below 1e-9; the 1e-9 floor keeps its loss finite."""
+    heads = AutoDecoHeads(AutoDecoConfig(hidden_size=3, head_hidden=4)).set_constant(0.5, 0.1)
+    logits = torch.tensor([[12.0, 0.0, -12.0], [0.0, 10.0, -10.0]])
+    y = torch.tensor([2, 2])
+    loss, parts = autodeco_loss(heads, torch.randn(2, 3), logits, y, easy_drop=0.0)
+    assert math.isfinite(parts["loss_p"]) and math.isfinite(float(loss.detach()))
+    q = soft_top_p_probs(logits, torch.full((2,), 0.5), torch.full((2,), 0.1))
+    assert (q[:, 2] < 1e-9).all()
+
+
+def test_temperature_and_top_p_dtypes():
+    logits = torch.tensor([[2.0, 1.0, 0.0]])
+    assert warp_logits(logits, torch.tensor(0.7, dtype=torch.float64), 1.0).dtype == torch.float32
+    assert warp_logits(logits, torch.tensor([0.7], dtype=torch.float64), torch.tensor([1.0], dtype=torch.float64)
+                       ).dtype == torch.float32
+    # top_p is compared in the probabilities' dtype (bf16: 0.6016 rounds to the mass 0.6015625 of the top token)
+    probs = torch.tensor([[0.6, 0.3, 0.1]], dtype=torch.bfloat16)
+    assert top_p_filter(probs, 0.6016).tolist() == [[True, False, False]]
+    assert top_p_filter(probs, torch.tensor([0.6016])).tolist() == [[True, False, False]]
+
+
+def test_from_base_reads_a_plain_hidden_size():
+    from types import SimpleNamespace
+
+    assert AutoDecoHeads.from_base(SimpleNamespace(config=SimpleNamespace(hidden_size=20))).config.hidden_size == 20
+
+
+def test_train_heads_defaults_batches_and_low_precision_head(monkeypatch):
+    """The loop's defaults (400 steps, batches of 64, AdamW lr 1e-3), full batches only, and
+    logits recomputed in the output embedding's dtype."""
+    import iclr26.decoding.autodeco.training as training
+
+    seen = {}
+
+    def fake_train(model, opt, data, steps, loss_fn):
+        seen.update(steps=steps, lr=opt.param_groups[0]["lr"], opt=type(opt).__name__,
+                    sizes=[len(next(data)) for _ in range(6)], loss=loss_fn(model, next(data)))
+
+    monkeypatch.setattr(training, "train", fake_train)
+    torch.manual_seed(9)
+    heads = AutoDecoHeads(AutoDecoConfig(hidden_size=5, head_hidden=8))
+    n = 200
+    data = TracePositions(torch.randn(n, 5), torch.randint(0, 9, (n,)), torch.arange(n), torch.zeros(n, dtype=torch.long))
+    stub = _Stub().to(torch.bfloat16)
+    train_heads(heads, stub, data)
+    assert (seen["steps"], seen["lr"], seen["opt"]) == (400, 1e-3, "AdamW")
+    assert seen["sizes"] == [64] * 6 and torch.isfinite(seen["loss"])
+    train_heads(heads, stub, TracePositions(data.hidden[:15], data.labels[:15], data.item[:15], data.step[:15]),
+                batch_size=8)
+    assert seen["sizes"] == [8] * 6  # 15 positions, batches of 8: the short remainder is dropped

@@ -270,3 +270,156 @@ def test_error_messages_name_the_models(trio):
     with pytest.raises(ValueError, match=r"^the tokenizer needs a pad token \(left padding of prompt batches\); "
                                          r"set tokenizer.pad_token = tokenizer.eos_token$"):
         proxythinker_generate(base, exp, ama, nopad, ["abc"])
+
+
+def tiny_qwen2(seed=7, layers=3, std=0.4):
+    """A tiny Qwen2 (its config carries ``layer_types``), wide-initialised like :func:`tiny_lm`."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    cfg = Qwen2Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                      pad_token_id=0, eos_token_id=1, bos_token_id=2)
+    model = Qwen2ForCausalLM(cfg).eval()
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, std, generator=g)
+    return model
+
+
+def test_layer_pruned_copy_config_and_layer_types():
+    """The copy's config describes its own depth (layer_types cut too); the original is untouched."""
+    model = tiny_qwen2()
+    pruned = layer_pruned_copy(model, 2)
+    assert pruned.config.num_hidden_layers == 2 and pruned.model.config is pruned.config
+    assert pruned.config.layer_types == ["full_attention"] * 2
+    assert model.config.num_hidden_layers == 3 and model.config.layer_types == ["full_attention"] * 3
+    assert len(model.model.layers) == 3 and pruned.model is not model.model
+    full = layer_pruned_copy(model, 3)  # the upper end of [1, n] is allowed
+    ids = torch.tensor([[3, 4, 5, 6]])
+    with torch.no_grad():
+        torch.testing.assert_close(full(ids).logits, model(ids).logits)
+    out = pruned.generate(ids, max_new_tokens=3, do_sample=False, pad_token_id=0)
+    assert out.shape == (1, 7)
+
+
+def test_layer_pruned_copy_rejections(trio):
+    base = trio[0]
+    with pytest.raises(TypeError, match=r"needs a decoder-only transformers model with `\.model\.layers` "
+                                        r"\(Llama/Qwen2/Gemma style\), got Linear$"):
+        layer_pruned_copy(torch.nn.Linear(2, 2), 1)
+
+    class NoLayers(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = torch.nn.Linear(2, 2)
+
+    with pytest.raises(TypeError, match="got NoLayers"):
+        layer_pruned_copy(NoLayers(), 1)
+    for bad in (True, 1.0, 4, -1):
+        with pytest.raises(ValueError, match=r"^n_keep must be an integer in \[1, 3\] \(the model's layer count\), "
+                                             rf"got {bad!r}$"):
+            layer_pruned_copy(base, bad)
+
+
+def test_generate_passes_its_arguments_and_defaults_on(trio, monkeypatch):
+    """What proxythinker_generate hands to the shared generate(): defaults, batch size, extra kwargs
+    and one ProxyThinker processor built with the tokenizer's pad id."""
+    import iclr26.models.generation as generation
+
+    base, exp, ama = trio
+    tok = char_tokenizer()
+    seen = {}
+
+    def fake_generate(model, tokenizer, prompts, max_new_tokens, **kw):
+        seen.update(model=model, prompts=prompts, max_new_tokens=max_new_tokens, **kw)
+        return ["x"] * len(prompts)
+
+    monkeypatch.setattr(generation, "generate", fake_generate)
+    assert proxythinker_generate(base, exp, ama, tok, PROMPTS) == ["x"] * 3
+    assert seen["model"] is base and seen["prompts"] == PROMPTS
+    assert (seen["max_new_tokens"], seen["do_sample"], seen["temperature"], seen["top_p"], seen["seed"],
+            seen["batch_size"]) == (256, False, 1.0, 1.0, None, 8)
+    (proc,) = seen["logits_processor"]
+    assert isinstance(proc, ProxyThinkerLogitsProcessor) and proc.alpha == 0.5 and proc.pad_token_id == 0
+    seen.clear()
+    proxythinker_generate(base, exp, None, tok, PROMPTS, 5, batch_size=2, min_new_tokens=3, alpha=2)
+    assert (seen["max_new_tokens"], seen["batch_size"], seen["min_new_tokens"]) == (5, 2, 3)
+    assert seen["logits_processor"][0].alpha == 2.0 and seen["logits_processor"][0].amateur is None
+
+
+def test_tokenizer_check_message_counts():
+    """The mismatch message counts tokens only in each tokenizer and tokens with moved ids."""
+    a, b = char_tokenizer(list("abcdef")), char_tokenizer(list("bacdxy"))
+    msg = (r"^ProxyThinker needs one shared tokenizer: the base and expert tokenizers differ \(9 vs 9 tokens; "
+           r"2 only in base, 2 only in expert, 2 with different ids\)\. Use models of one family that share a "
+           r"tokenizer \(e\.g\. Qwen2\.5-Coder-0\.5B/1\.5B\)\.$")
+    with pytest.raises(ValueError, match=msg):
+        check_same_tokenizer(a, b)
+    with pytest.raises(ValueError, match=r"differ \(9 vs 10 tokens; 0 only in small, 1 only in large, 0 with"):
+        check_same_tokenizer(a, char_tokenizer(list("abcdefg")), ("small", "large"))
+    assert check_same_tokenizer(a, char_tokenizer(list("abcdef"))) is None  # equal vocabularies pass
+
+
+def test_argument_checks_do_not_depend_on_sampling(trio):
+    """top_p and temperature are checked even for greedy decoding (generate() ignores them there)."""
+    base, exp, ama = trio
+    tok = char_tokenizer()
+    for p in (0.0, 1.5):
+        with pytest.raises(ValueError, match=r"^top_p must be in \(0, 1\], got "):
+            proxythinker_generate(base, exp, ama, tok, ["abc"], top_p=p)
+    with pytest.raises(ValueError, match=r"^temperature must be a finite number > 0, got inf$"):
+        proxythinker_generate(base, exp, ama, tok, ["abc"], temperature=float("inf"))
+    with pytest.raises(TypeError, match=r"^prompts must be a sequence of strings, not a single string$"):
+        proxythinker_generate(base, exp, ama, tok, "abc")
+    with pytest.raises(ValueError, match=r"^prompts is empty: give at least one prompt$"):
+        proxythinker_generate(base, exp, ama, tok, [])
+    with pytest.raises(TypeError, match=r"^prompt 1 must be a string, got int$"):
+        proxythinker_generate(base, exp, ama, tok, ["abc", 3])
+
+
+def test_vocabulary_size_check_bounds(trio):
+    base, exp, _ = trio
+    tok = char_tokenizer()
+    exact = tiny_lm(6, vocab=len(tok))  # exactly the tokenizer's size is enough
+    assert len(proxythinker_generate(base, exp, exact, tok, ["abc"], max_new_tokens=1)) == 1
+    # the amateur is checked even in a call where the expert slot is empty
+    with pytest.raises(ValueError, match="the amateur model has 40 output logits"):
+        proxythinker_generate(base, None, tiny_lm(6, vocab=40), tok, ["abc"])
+
+
+def test_processor_rejects_non_models_by_name():
+    with pytest.raises(ValueError, match=r"^ProxyThinkerLogitsProcessor needs the prompts' padding: give "
+                                         r"prompt_attention_mask \(the mask of the next generate call\) or "
+                                         r"pad_token_id \(left padding read off the prompts\); neither was given$"):
+        ProxyThinkerLogitsProcessor(tiny_lm(1), None)
+    with pytest.raises(TypeError, match=r"^expert must be a transformers causal LM, got Linear$"):
+        ProxyThinkerLogitsProcessor(torch.nn.Linear(2, 2), None, pad_token_id=0)
+    with pytest.raises(TypeError, match=r"^amateur must be a transformers causal LM, got Linear$"):
+        ProxyThinkerLogitsProcessor(tiny_lm(1), torch.nn.Linear(2, 2), pad_token_id=0)
+
+
+def test_repeated_call_on_the_same_ids_and_low_precision_scores(trio):
+    """Calling twice on the same ids recomputes (no empty step); bf16 scores stay bf16 with the
+    guidance term cast to the scores' dtype."""
+    base, exp, ama = trio
+    ids = torch.tensor([[3, 4, 5, 6], [0, 7, 8, 9]])
+    mask = torch.tensor([[1, 1, 1, 1], [0, 1, 1, 1]])
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    with torch.no_grad():
+        zb = base(ids, attention_mask=mask, position_ids=pos).logits[:, -1]
+        ze = exp(ids, attention_mask=mask, position_ids=pos).logits[:, -1]
+        za = ama(ids, attention_mask=mask, position_ids=pos).logits[:, -1]
+    proc = ProxyThinkerLogitsProcessor(exp, ama, alpha=0.7, pad_token_id=0)
+    first = proc(ids, zb)
+    again = proc(ids, zb)
+    torch.testing.assert_close(first, again)
+    torch.testing.assert_close(again, zb + 0.7 * (ze - za), atol=1e-4, rtol=1e-4)
+    zb16 = zb.to(torch.bfloat16)
+    out = ProxyThinkerLogitsProcessor(exp, ama, alpha=0.7, pad_token_id=0)(ids, zb16)
+    assert out.dtype == torch.bfloat16
+    delta16 = (ze - za).float().to(torch.bfloat16)
+    assert torch.equal(out, zb16 + 0.7 * delta16)
+    assert not torch.equal(zb16 + 0.7 * delta16, (zb16.float() + 0.7 * (ze - za)).to(torch.bfloat16))
