@@ -380,3 +380,82 @@ def test_experiment_smoke():
     assert out["info"]["best_single"] in ("sgd", "adam", "rmsprop", "adagrad")
     with pytest.raises(ValueError, match="unknown arm 'x'"):
         make_optimizer("x", [], {}, {}, 0)
+
+
+def test_stage_reward_and_slope_windows_exactly():
+    losses = [float(v) for v in range(12, 0, -1)]          # 12 .. 1: windows of 5 at both ends
+    assert stage_reward(losses) == pytest.approx((10.0 - 3.0) / 10.0)
+    with pytest.raises(ValueError, match="^a stage needs at least two observed losses$"):
+        stage_reward([1.0])
+    f = state_features(0.3, [0.5] * 5 + [0.25] * 5, 1.0)   # a start loss below 1 is not floored
+    assert f[2] == pytest.approx(-0.5)
+
+
+def test_interleaver_settings_seed_and_state_bookkeeping():
+    ps = list(model().parameters())
+    base = Interleaver(ps, CANDS)
+    assert base.stage_len == 50 and base.param_groups[0]["stage_len"] == 50
+    assert base.rng.getstate() == __import__("random").Random(0).getstate()
+    assert base.prev_losses == [] and base.stage_losses == []
+    assert Interleaver(ps, CANDS, stage_len=7).param_groups[0]["stage_len"] == 7
+    assert Interleaver(ps, CANDS, stage_len=5, total_steps=5).total_steps == 5    # total_steps = stage_len is allowed
+    d = DOIT(ps, CANDS)
+    assert d.rng.getstate() == __import__("random").Random(0).getstate() and d.last_scores == {}
+    assert DOIT(ps, CANDS, seed=5).rng.getstate() == __import__("random").Random(5).getstate()
+    X, y = problem()
+    m = model()
+    opt = DOIT(m.parameters(), CANDS, stage_len=4, total_steps=40)
+    loss = ((m(X) - y) ** 2).mean()
+    loss.backward()
+    opt.observe(loss)
+    assert opt.step() is None                              # no closure: nothing to return
+    with pytest.raises(RuntimeError, match=r"^call observe\(loss\) before every step\(\) \(or pass a closure\)$"):
+        opt.step()
+    sd = opt.state_dict()                                  # mid-stage: the stage's start state is kept
+    np.testing.assert_array_equal(sd["doit"]["stage_start"], opt.stage_start.tolist())
+    other = DOIT(model(1).parameters(), CANDS, stage_len=4, total_steps=40)
+    other.load_state_dict(sd)
+    np.testing.assert_array_equal(other.stage_start, opt.stage_start)
+    fresh = DOIT(model(1).parameters(), CANDS, stage_len=4, total_steps=40)
+    other.load_state_dict(fresh.state_dict())
+    assert other.stage_start is None
+    with pytest.raises(ValueError, match=r"^state_dict holds optimizers \[\], this one"):
+        other.load_state_dict({})
+
+
+def test_surrogate_specification():
+    gp = doit_with_history(HIST).surrogate("a", np.zeros((3, 4)) + np.arange(3)[:, None], np.array([0.0, 1.0, -1.0]))
+    assert gp.normalize_y is False and gp.random_state == 0
+    p = gp.kernel.get_params()
+    assert (p["k1__k1__constant_value"], p["k1__k1__constant_value_bounds"]) == (1.0, (1e-2, 1e2))
+    np.testing.assert_array_equal(p["k1__k2__length_scale"], np.ones(4))
+    assert p["k1__k2__length_scale_bounds"] == (1e-2, 1e2)
+    assert (p["k2__noise_level"], p["k2__noise_level_bounds"]) == (0.1, (1e-4, 1.0))
+
+
+def test_acquisition_formula_by_hand():
+    x = np.array([0.12, 0.88, -0.05, 0.04])
+    opt = doit_with_history(HIST, active="a", kappa=1.5, beta=0.3, steps=20)
+    s = opt.acquisition(x)
+    X = np.array([f for _, f, _ in HIST])
+    r = np.array([v for _, _, v in HIST])
+    mu_x, sd_x = X.mean(0), X.std(0) + 1e-8
+    y = (r - r.mean()) / r.std()
+    xs = ((x - mu_x) / sd_x)[None, :]
+    kappa_t = 1.5 * (1 - 20 / 100)
+    for n, idx in (("a", [0, 1, 2]), ("b", [3, 4, 5])):
+        Xn = (X[idx] - mu_x) / sd_x
+        mu, sd = opt.surrogate(n, Xn, y[idx]).predict(xs, return_std=True)
+        dist = np.min(np.linalg.norm(Xn - xs, axis=1))
+        T = 1.0 if n == "a" else math.exp(-dist ** 2 / 2)
+        assert s[n] == pytest.approx(mu[0] + kappa_t * sd[0] - 0.3 * (1 - T), rel=1e-6, abs=1e-9)
+
+
+def test_choose_takes_the_best_score_first_name_on_ties():
+    opt = doit_with_history(HIST, active="a")
+    opt.acquisition = lambda feats: {"a": 1.0, "b": 0.0}
+    assert opt.choose(np.zeros(4)) == "a"
+    opt.acquisition = lambda feats: {"a": 1.0, "b": 1.0}
+    assert opt.choose(np.zeros(4)) == "a"
+    opt.acquisition = lambda feats: {"a": 0.0, "b": 1.0}
+    assert opt.choose(np.zeros(4)) == "b"

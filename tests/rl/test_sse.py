@@ -404,3 +404,162 @@ def test_boundary_settings_are_accepted_and_messages_exact():
     buf.store_step(1, 9, False, 0.0, 4, episode_done=False, last_waypoint=3, waypoint_state=3)
     buf.store_step(4, 9, False, 0.0, 6, episode_done=False, last_waypoint=5, waypoint_state=5)
     assert buf.counts["partial"] == 2 and buf.rows[1, 2] == 0.0   # default waypoint reward 0
+
+
+CORRIDOR = ["########",
+            "#S..G..#",
+            "########"]                                # start 9, goal 12
+
+
+def test_defaults_follow_the_documented_settings():
+    env = GridMaze(SMALL)
+    assert (env.slip, env.max_steps) == (0.1, 200)
+    q = GoalQ(4, 2)
+    assert (q.alpha, q.gamma, q.her_k) == (0.5, 0.95, 4)
+    flat = FlatHER(env)
+    assert (flat.eps, flat.seed, flat.low.her_k) == (0.2, 0, 4)
+    agent = SSEAgent(env)
+    assert (agent.eps, agent.alpha_h, agent.seed, agent.low.her_k) == (0.2, 0.2, 0, 4)
+    assert (agent.waypoint_steps, agent.subgoal_steps) == (4, 50)
+    assert (agent.planner.c_dist, agent.planner.fail_count) == (10.0, 3)
+    plain = FailureAwareGraphPlanner(2, 2)
+    assert (plain.c_dist, plain.fail_count) == (10.0, 3)
+    assert plain.attempts.dtype.kind == "i" and plain.successes.dtype.kind == "i"
+    assert len(FrontierReplayBuffer().rows) == 100_000
+    custom = SSEAgent(env, c_dist=4.0, fail_count=2)
+    assert (custom.planner.c_dist, custom.planner.fail_count) == (4.0, 2)
+    assert agent.tries.dtype.kind == "i"
+    agent.run_episode(seed=1)                          # train is the default: decisions are counted
+    assert agent.tries.sum() > 0
+    # boundary settings are accepted
+    assert SSEAgent(env, eta=0.0, radius=1).candidates[env.start].sum() == 4
+    with pytest.raises(ValueError, match="^layout must be a non-empty list of equally long strings$"):
+        GridMaze(["#S", "#G#"])
+    with pytest.raises(ValueError, match="^layout needs exactly one 'S' and one 'G'$"):
+        GridMaze(["#S.#", "#..#"])
+
+
+def test_grid_maze_edges_and_first_step_without_reset():
+    env = GridMaze(["S..", "...", "..G"], slip=0.0, max_steps=2)
+    assert [env.move(0, 0), env.move(0, 2), env.move(8, 1), env.move(8, 3)] == [0, 0, 8, 8]   # off the grid
+    assert [env.move(3, 0), env.move(1, 2), env.move(5, 1), env.move(7, 3)] == [0, 0, 8, 8]   # onto the border
+    assert env.pos == env.start and env.t == 0
+    s, r, te, tr, _ = env.step(3)                      # the default generator works before any reset
+    assert (s, r, te, tr, env.t) == (1, 0.0, False, False, 1)
+
+
+def test_goalq_increments_default_generator_and_single_relabel():
+    q = GoalQ(3, 2, alpha=0.5, gamma=0.9, her_k=0)
+    assert q.act(0, 1, 0.0) in (0, 1)                  # the default generator works
+    q.q[0, 1, 1] = 0.2
+    q.update(0, 1, 1, 1)
+    assert q.q[0, 1, 1] == pytest.approx(0.2 + 0.5 * (1.0 - 0.2))
+    fresh = GoalQ(3, 2, alpha=0.5, her_k=0, rng=np.random.default_rng(0))
+    fresh.update_episode([(0, 1, 1)], [1])
+    expected = np.zeros_like(fresh.q)
+    expected[0, 1, 1] = 0.5
+    np.testing.assert_array_equal(fresh.q, expected)
+    one = GoalQ(3, 2, alpha=1.0, her_k=1, rng=np.random.default_rng(0))
+    one.update_episode([(0, 1, 1), (1, 1, 2)], [0, 0])
+    assert one.q[1, 2, 1] == 1.0                       # her_k = 1: the last step relabelled with its own outcome
+
+
+def test_explore_least_tried_branch_and_option_shares():
+    env = GridMaze(MAZE, slip=0.0)
+    agent = SSEAgent(env, seed=0)
+    s = env.start
+    r0, c0 = divmod(s, env.width)
+    near, far = s + 1, 0                              # (r0, c0 + 1) and the top-left corner
+    agent.tries[:] = 5
+    agent.tries[[near, far]] = 0
+    picks = [agent.explore(s) for _ in range(60)]
+    assert set(picks) == {env.goal, near}             # nearest least-tried node (no node reached yet)
+    agent.tries[:] = 5
+    agent.tries[[s, near]] = 0
+    assert set(agent.explore(s) for _ in range(60)) == {env.goal, near}   # the agent's own cell is skipped
+    agent.tries[:] = 5
+    agent.tries[s] = 0
+    assert set(agent.explore(s) for _ in range(60)) == {env.goal, s}      # ... unless it is the only one
+    agent.tries[:] = 0
+    share = np.mean([agent.explore(s) == env.goal for _ in range(1500)])
+    assert abs(share - 1 / 3) < 0.05                  # three options, equally likely
+
+
+def test_choose_uses_eps_only_in_training_and_update_high_increments():
+    env = GridMaze(SMALL, slip=0.0)
+    agent = SSEAgent(env, eta=0.0, eps=1.0, seed=0)
+    s = env.start
+    agent.qh[s, :] = 0.0
+    agent.qh[s, s + 1] = 2.0
+    assert {agent.choose(s, train=False) for _ in range(20)} == {s + 1}
+    assert len({agent.choose(s, train=True) for _ in range(40)}) > 1
+    hi = SSEAgent(env, q_init=1.0, alpha_h=0.5, gamma_h=0.9, batch=1, updates=1, seed=0)
+    hi.qh[10, :] = 0.0
+    hi.qh[10, 9] = 0.8
+    hi.buffer.add(8, 10, 0.0, 10, False)
+    hi.update_high()
+    assert hi.qh[8, 10] == pytest.approx(1.0 + 0.5 * (0.9 * 0.8 - 1.0))
+
+
+def greedy_right(agent):
+    agent.low.q[:] = 0.0
+    agent.low.q[:, :, 3] = 1.0                         # the low level always moves right
+
+
+def test_execute_greedy_waypoints_eps_and_step_limit():
+    env = GridMaze(CORRIDOR, slip=0.0, max_steps=60)
+    agent = SSEAgent(env, eps=1.0, seed=0)
+    greedy_right(agent)
+    env.reset(seed=0)
+    traj, goals = [], []
+    out = agent.execute(9, 11, 0, False, traj, goals)  # evaluation: greedy, eps unused
+    assert out == (True, 0.0, 11, 2, False, 11, 0.0, 11)
+    assert goals == [10, 11] and [a for _, a, _ in traj] == [3, 3]
+    env.reset(seed=0)
+    traj = []
+    agent.execute(9, 11, 0, True, traj, [])            # training: eps = 1 gives random actions
+    assert {a for _, a, _ in traj} != {3}
+    # strict step limit: subgoal 3 cells away, 2 steps allowed
+    lim = SSEAgent(env, eps=0.0, subgoal_steps=2, waypoint_steps=10, seed=0)
+    greedy_right(lim)
+    lim.low.q[10, :, :] = 0.0
+    lim.low.q[10, :, 0] = 1.0                         # at cell 10 it bumps into the wall above
+    env.reset(seed=0)
+    traj = []
+    reached, R, end, t, done, wp, wp_r, wp_s = lim.execute(9, 12, 0, True, traj, [])
+    assert (reached, end, t, len(traj), wp, wp_s) == (False, 10, 2, 2, 10, 10)
+
+
+def test_execute_waypoint_timeouts_are_counted():
+    def failures(waypoint_steps, subgoal_steps):
+        env = GridMaze(SMALL, slip=0.0, max_steps=100)
+        agent = SSEAgent(env, eps=0.0, waypoint_steps=waypoint_steps, subgoal_steps=subgoal_steps, seed=0)
+        agent.low.q[:] = 0.0
+        agent.low.q[:, :, 0] = 1.0                     # always "up": at the start that is a wall
+        env.reset(seed=0)
+        traj = []
+        out = agent.execute(env.start, 1, 0, True, traj, [])    # cell 1: the wall above the start
+        assert out == (False, 0.0, env.start, subgoal_steps, False, None, 0.0, None)
+        return int(agent.planner.attempts[1])
+
+    assert failures(3, 7) == 2                         # time-outs after 3 and 6 steps
+    assert failures(4, 8) == 2
+
+
+def test_run_episode_continues_after_reached_subgoals_and_keeps_waypoint_reward():
+    env = GridMaze(CORRIDOR, slip=0.0, max_steps=60)
+    agent = SSEAgent(env, eps=0.0, updates=0, seed=0)
+    greedy_right(agent)
+    agent.choose = lambda s, train: s + 2
+    ok, t, n_high = agent.run_episode(seed=0, train=True)
+    assert (ok, t, n_high) == (True, 3, 2)             # 9 -> 11 reached, 11 -> 13 stopped at the goal 12
+    np.testing.assert_array_equal(agent.buffer.rows[:3], [[9, 11, 0.0, 11, 0.0],
+                                                          [11, 13, 0.0, 12, 1.0],
+                                                          [11, 12, 1.0, 12, 0.0]])
+
+
+def test_learn_budget_seeds_and_records():
+    env = SpyMaze(SMALL, slip=0.0, max_steps=1)      # every episode is exactly one environment step
+    agent = SSEAgent(env, seed=3).learn(5)
+    assert env.n_steps == 5 and env.seeds == [3 * 100_003 + e for e in range(5)]
+    assert agent.episode_success == [0.0] * 5 and agent.high_steps == [1] * 5
