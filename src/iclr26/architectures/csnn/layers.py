@@ -192,6 +192,10 @@ class CSNNConv(nn.Module):
         S, cS = self.source_maps(x)
         return S, T, cS, cT
 
+    def laplacian(self, z, edge_index, S, T, kind: str):
+        """The normalised in- or out-degree sheaf Laplacian applied to ``z`` (:func:`sheaf_laplacian`)."""
+        return sheaf_laplacian(z, edge_index, S, T, kind)
+
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
         N = x.shape[0]
         if x.dim() != 2 or x.shape[1] != self.d * self.channels:
@@ -201,7 +205,7 @@ class CSNNConv(nn.Module):
         S, T, _, _ = self.maps(x)
         xs = x.view(N, self.d, self.channels)
         z = self.right(self.left @ xs)
-        z = in_degree_laplacian(out_degree_laplacian(z, edge_index, S, T), edge_index, S, T)
+        z = self.laplacian(self.laplacian(z, edge_index, S, T, "out"), edge_index, S, T, "in")
         if self.act:
             z = F.gelu(z)
         z = F.dropout(z, p=self.dropout, training=self.training)

@@ -14,11 +14,9 @@ exist, and constructing either class raises an ``ImportError`` naming the ``grap
 """
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .layers import CSNNConv, check_edge_index
+from .layers import CSNNConv
 
 try:
     from torch_geometric.nn import MessagePassing
@@ -98,19 +96,6 @@ class CSNNConvPyG(CSNNConv):
         super().__init__(channels, d, dropout, act, tied, c_max)
         self.message_passing = CSNNMessagePassing()
 
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
-        N = x.shape[0]
-        if x.dim() != 2 or x.shape[1] != self.d * self.channels:
-            raise ValueError(f"x must have shape (N, d * channels) = (N, {self.d * self.channels}), "
-                             f"got {tuple(x.shape)}")
-        edge_index = check_edge_index(edge_index, N)
-        S, T, _, _ = self.maps(x)
-        xs = x.view(N, self.d, self.channels)
-        z = self.right(self.left @ xs)
-        z = sheaf_laplacian_pyg(z, edge_index, S, T, "out", self.message_passing)
-        z = sheaf_laplacian_pyg(z, edge_index, S, T, "in", self.message_passing)
-        if self.act:
-            z = F.gelu(z)
-        z = F.dropout(z, p=self.dropout, training=self.training)
-        out = (1.0 + torch.tanh(self.eps)) * xs - z
-        return out.reshape(N, self.d * self.channels)
+    def laplacian(self, z, edge_index, S, T, kind: str):
+        """The same Laplacian as :meth:`CSNNConv.laplacian`, its off-diagonal part through message passing."""
+        return sheaf_laplacian_pyg(z, edge_index, S, T, kind, self.message_passing)
