@@ -118,7 +118,7 @@ class ConformalMapLearner(nn.Module):
 # --------------------------------------------------------------------------------------------
 # the two degree Laplacians, applied (never materialised)
 # --------------------------------------------------------------------------------------------
-def sheaf_laplacian(x, edge_index, S, T, kind: str, normalize: bool = True):
+def sheaf_laplacian(x, edge_index, S, T, kind: str, normalize: bool = True, adjacency=None):
     """Apply the in- or out-degree sheaf Laplacian of a directed graph to stalks ``x`` ``(N, d, h)``.
 
     ``S``, ``T``: ``(N, d, d)`` source / target maps (conformal: ``M^T M = c^2 I``, as
@@ -129,6 +129,9 @@ def sheaf_laplacian(x, edge_index, S, T, kind: str, normalize: bool = True):
 
     With ``normalize`` the result is ``(D + I)^{-1/2} L (D + I)^{-1/2} x``, the scalar degree
     ``D_v = tr(D[v]) / d`` (exact for conformal maps).
+
+    ``adjacency``: an optional callable ``(y, edge_index, S, T) -> A y`` that computes the
+    off-diagonal product (e.g. a PyG ``MessagePassing`` module); by default it is a scatter-add.
     """
     if kind not in ("in", "out"):
         raise ValueError(f"kind must be 'in' or 'out', got {kind!r}")
@@ -141,8 +144,12 @@ def sheaf_laplacian(x, edge_index, S, T, kind: str, normalize: bool = True):
     D = x.new_zeros(N, *G.shape[1:]).index_add_(0, at, G[at])
     scale = (D.diagonal(dim1=-2, dim2=-1).mean(-1) + 1.0).rsqrt()[:, None, None] if normalize else None
     y = x * scale if normalize else x
-    msg = T[dst].transpose(-1, -2) @ (S[src] @ y[src])
-    out = D @ y - y.new_zeros(y.shape).index_add_(0, dst, msg)
+    if adjacency is None:
+        msg = T[dst].transpose(-1, -2) @ (S[src] @ y[src])
+        ay = y.new_zeros(y.shape).index_add_(0, dst, msg)
+    else:
+        ay = adjacency(y, edge_index, S, T)
+    out = D @ y - ay
     return out * scale if normalize else out
 
 

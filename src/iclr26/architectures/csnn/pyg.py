@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-from .layers import CSNNConv
+from .layers import CSNNConv, sheaf_laplacian
 
 try:
     from torch_geometric.nn import MessagePassing
@@ -62,24 +62,9 @@ else:  # pragma: no cover - exercised only without the graph extra
 def sheaf_laplacian_pyg(x: Tensor, edge_index: Tensor, S: Tensor, T: Tensor, kind: str,
                         propagator: nn.Module, normalize: bool = True) -> Tensor:
     """:func:`~.layers.sheaf_laplacian` with the off-diagonal product ``A y`` done by
-    ``propagator`` (a :class:`CSNNMessagePassing`); the degree blocks are the same
-    (``D_in[v] = sum_{u -> v} T_v^T T_v``, ``D_out[v] = sum_{v -> w} S_v^T S_v``, Sec. 4), and the
-    normalisation ``(D + I)^{-1/2} L (D + I)^{-1/2}`` uses the scalar degree ``tr(D[v]) / d``."""
-    if kind not in ("in", "out"):
-        raise ValueError(f"kind must be 'in' or 'out', got {kind!r}")
-    src, dst = edge_index[0], edge_index[1]
-    if kind == "in":
-        G, at = T.transpose(-1, -2) @ T, dst
-    else:
-        G, at = S.transpose(-1, -2) @ S, src
-    D = x.new_zeros((x.shape[0],) + tuple(G.shape[1:])).index_add_(0, at, G[at])
-    if normalize:
-        scale = (D.diagonal(dim1=-2, dim2=-1).mean(-1) + 1.0).rsqrt()[:, None, None]
-        y = x * scale
-    else:
-        y = x
-    out = D @ y - propagator(y, edge_index, S, T)
-    return out * scale if normalize else out
+    ``propagator`` (a :class:`CSNNMessagePassing`); the degree blocks and the normalisation are
+    the same (Sec. 4)."""
+    return sheaf_laplacian(x, edge_index, S, T, kind, normalize, adjacency=propagator)
 
 
 class CSNNConvPyG(CSNNConv):
