@@ -23,20 +23,19 @@ import numpy as np
 
 from iclr26.common.seeding import seed_everything
 
-from .fitting import PAPER_INIT_GRID, fit_parametric_law, isoflop_optimum
+from .fitting import isoflop_optimum
 from .lm import ARCHS, build_lm, count_params, training_flops_per_token
 
 SCALES = {
     "smoke": dict(widths=(16, 24, 32), budgets=(1e8, 2e8), context_length=32, batch=4, num_layers=1,
-                  lr_grid=(3e-3,), lr_width=16, lr_budget=1e8, n_eval=4, max_chars=60_000, fit_grid=2),
-    "quick": dict(widths=(24, 32, 48, 64), budgets=(1e11, 3e11), context_length=256, batch=8, num_layers=2,
-                  lr_grid=(1e-3, 3e-3, 1e-2), lr_width=32, lr_budget=1e11, n_eval=64, max_chars=None,
-                  fit_grid=3),
+                  lr_grid=(3e-3,), lr_width=16, lr_budget=1e8, n_eval=4, max_chars=60_000),
+    "quick": dict(widths=(16, 24, 32, 48), budgets=(1e11, 3e11), context_length=256, batch=8, num_layers=2,
+                  lr_grid=(3e-3, 1e-2, 3e-2), lr_width=24, lr_budget=1e11, n_eval=64, max_chars=None),
     # the paper: 80M-7B parameters, 2B-2T tokens, budgets 2.8e18-8.5e22 FLOPs, context 2k/8k/16k,
     # DCLM text, 672 runs (not run here)
     "paper": dict(widths=(768, 1024, 1536, 2048, 4096), budgets=(6e18, 1e19, 3e19, 1e20, 6e20),
                   context_length=8192, batch=128, num_layers=24, lr_grid=(3e-4, 1e-3), lr_width=1024,
-                  lr_budget=6e18, n_eval=1000, max_chars=None, fit_grid=5),
+                  lr_budget=6e18, n_eval=1000, max_chars=None),
 }
 SEEDS = {"smoke": 1, "quick": 4, "paper": 3}
 NUM_HEADS = 2
@@ -142,23 +141,15 @@ def run(scale: str, seed: int) -> dict:
                 runs.append(train_run(arch, width, budget, cfg, tr, test_x, vocab, lr[arch],
                                       1000 * seed + width))
 
-    envelope, nstar, vertex_used, fits = {}, {}, {}, {}
-    # a coarse initialisation grid: fit_grid evenly spaced values of each axis of the paper's grid
-    grid = {k: tuple(v[i] for i in np.unique(np.linspace(0, len(v) - 1, cfg["fit_grid"]).round().astype(int)))
-            for k, v in PAPER_INIT_GRID.items()}
+    envelope, nstar, vertex_used = {}, {}, {}
     for arch in ARCHS:
-        mine = [r for r in runs if r["arch"] == arch]
-        per_budget = [[r for r in mine if r["budget"] == b] for b in cfg["budgets"]]
+        per_budget = [[r for r in runs if r["arch"] == arch and r["budget"] == b] for b in cfg["budgets"]]
         envelope[arch] = float(np.mean([math.log(min(r["loss"] for r in rs)) for rs in per_budget]))
         ns = [_nstar(rs) for rs in per_budget]
         nstar[arch] = float(np.mean([math.log10(n) for n, _ in ns]))
         vertex_used[arch] = [bool(u) for _, u in ns]
-        if len(mine) >= 5:
-            f = fit_parametric_law([r["n_params"] for r in mine], [r["tokens"] for r in mine],
-                                   [r["loss"] for r in mine], init_grid=grid)
-            fits[arch] = dict(alpha=f.alpha, beta=f.beta, A=f.A, B=f.B, E=f.E, objective=f.objective)
     return {
         "metrics": {"envelope_log_loss": envelope, "log10_nstar": nstar},
-        "info": {"runs": runs, "lr_runs": lr_runs, "lr": lr, "vertex_used": vertex_used, "lnd_fits": fits,
+        "info": {"runs": runs, "lr_runs": lr_runs, "lr": lr, "vertex_used": vertex_used,
                  "vocab": vocab, "budgets": list(cfg["budgets"]), "widths": list(cfg["widths"])},
     }
