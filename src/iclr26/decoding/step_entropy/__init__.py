@@ -3,11 +3,13 @@ from .entropy import (
     DEFAULT_KAPPA,
     SKIP_TOKEN,
     compress_cot,
+    random_steps_matching_tokens,
     select_steps,
+    skip_steps,
     split_steps,
     step_entropy,
     token_entropies,
 )
 
-__all__ = ["DEFAULT_KAPPA", "SKIP_TOKEN", "compress_cot", "select_steps", "split_steps",
-           "step_entropy", "token_entropies"]
+__all__ = ["DEFAULT_KAPPA", "SKIP_TOKEN", "compress_cot", "random_steps_matching_tokens", "select_steps",
+           "skip_steps", "split_steps", "step_entropy", "token_entropies"]

@@ -30,6 +30,8 @@ __all__ = [
     "step_entropy",
     "select_steps",
     "compress_cot",
+    "random_steps_matching_tokens",
+    "skip_steps",
     "DEFAULT_KAPPA",
     "SKIP_TOKEN",
 ]
@@ -39,6 +41,7 @@ DEFAULT_KAPPA = 0.8
 #: the marker that replaces a pruned step (Sec. 3)
 SKIP_TOKEN = "[SKIP]"
 _MODES = ("low", "high", "random")
+_REDUCTIONS = ("sum", "mean", "none")
 
 
 def split_steps(cot: str, sep: str = "\n\n") -> list[str]:
@@ -61,18 +64,20 @@ def token_entropies(logits: torch.Tensor, base: float = 2.0) -> torch.Tensor:
 
 @torch.no_grad()
 def step_entropy(model, tokenizer, prompt: str, steps: Sequence[str], sep: str = "\n\n",
-                 base: float = 2.0, reduction: str = "sum") -> list[float]:
+                 base: float = 2.0, reduction: str = "sum"):
     """Entropy of each step of a chain of thought under ``model`` (teacher-forced, one pass).
 
     ``prompt`` is the text before the chain of thought (e.g. the chat-formatted question);
     ``steps`` are its steps in order (see :func:`split_steps`). Each step is tokenized on its own
     (the separator that follows a step belongs to it), so token-to-step attribution is exact.
-    ``reduction="sum"`` is the paper's definition; ``"mean"`` divides by the step's token count.
+    ``reduction="sum"`` is the paper's definition (Sec. 3, H(S_i) = sum_j H(t_ij)); ``"mean"``
+    divides by the step's token count (what the official code ranks by); ``"none"`` returns one
+    numpy array of token entropies per step, so both reductions come from a single forward pass.
     """
     if isinstance(steps, str):
         raise TypeError("steps must be a sequence of step strings; use split_steps(cot) first")
-    if reduction not in ("sum", "mean"):
-        raise ValueError(f"reduction must be 'sum' (the paper's) or 'mean', got {reduction!r}")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"reduction must be one of {_REDUCTIONS} ('sum' is the paper's), got {reduction!r}")
     steps = list(steps)
     if not steps:
         return []
@@ -90,7 +95,9 @@ def step_entropy(model, tokenizer, prompt: str, steps: Sequence[str], sep: str =
     for p in pieces:
         hs = h[k:k + len(p)]
         k += len(p)
-        if reduction == "sum":
+        if reduction == "none":
+            out.append(hs)
+        elif reduction == "sum":
             out.append(float(hs.sum()))
         else:
             out.append(float(hs.mean()) if len(hs) else 0.0)
@@ -138,5 +145,38 @@ def compress_cot(steps: Sequence[str], entropies: Sequence[float], kappa: float 
     steps = list(steps)
     if len(steps) != len(list(entropies)):
         raise ValueError(f"got {len(steps)} steps but {len(list(entropies))} entropies")
-    drop = set(select_steps(entropies, kappa, mode, rng))
+    return skip_steps(steps, select_steps(entropies, kappa, mode, rng), skip_token, sep)
+
+
+def skip_steps(steps: Sequence[str], drop: Sequence[int], skip_token: str = SKIP_TOKEN,
+               sep: str = "\n\n") -> str:
+    """Join ``steps`` with ``sep``, each step whose index is in ``drop`` replaced by ``skip_token``
+    (Sec. 3, Fig. 2: a pruned step leaves its [SKIP] marker in place)."""
+    steps = list(steps)
+    drop = set(int(i) for i in drop)
+    bad = [i for i in drop if not 0 <= i < len(steps)]
+    if bad:
+        raise ValueError(f"step indices {sorted(bad)} are out of range for {len(steps)} steps")
     return sep.join(skip_token if i in drop else s for i, s in enumerate(steps))
+
+
+def random_steps_matching_tokens(lengths: Sequence[int], n_tokens: float,
+                                 rng: np.random.Generator) -> list[int]:
+    """Random steps that together hold about ``n_tokens`` tokens (a length-matched control).
+
+    Not in the paper: low-entropy pruning by the summed entropy tends to drop short steps, so at
+    the same step count it removes fewer tokens than random pruning. This control visits the steps
+    in a random order and prunes the prefix of that order whose token total is closest to
+    ``n_tokens`` (the smaller one on a tie), so it removes as much text as the method did.
+    """
+    n = np.asarray(list(lengths), dtype=float)
+    if n.ndim != 1 or not np.all(np.isfinite(n)) or np.any(n < 0):
+        raise ValueError("lengths must be a 1-D sequence of non-negative token counts")
+    if not (np.isfinite(n_tokens) and n_tokens >= 0):
+        raise ValueError(f"n_tokens must be a finite number >= 0, got {n_tokens!r}")
+    if rng is None:
+        raise ValueError("random_steps_matching_tokens needs rng (a numpy Generator) for reproducibility")
+    order = rng.permutation(len(n))
+    totals = np.concatenate([[0.0], np.cumsum(n[order])])
+    best = int(np.argmin(np.abs(totals - n_tokens)))  # argmin takes the first (smaller) prefix on a tie
+    return sorted(order[:best].tolist())
