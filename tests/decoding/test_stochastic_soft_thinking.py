@@ -160,6 +160,47 @@ def test_probe_replaces_by_the_two_highest_weight_tokens():
         assert replacement_probe(model, tok, prompt, [(torch.tensor([7]), torch.tensor([1.0]))], {1: soft}) == []
 
 
+def test_probe_selection_by_top1_weight():
+    """``probe_max_top1`` keeps the logits after exactly the soft steps whose largest weight is at
+    most the threshold (and equal to the next-step logits of an independent forward);
+    ``max_probes`` keeps the earliest of them; ``probe_steps`` adds fixed steps."""
+    model, tok = tiny_lm(seed=1), Tok()
+    kw = dict(mode="vanilla", top_k=4, top_p=1.0, max_think_tokens=8, max_answer_tokens=0, batch_size=2)
+    prompts = ["3 4 5 6", "7 8 9"]
+    base = soft_thinking_generate(model, tok, prompts, **kw)
+    top1 = [[float(w.max()) for _, w in row] for row in base.think_weights]
+    thr = sorted(x for row in top1 for x in row)[len(top1[0])]  # a threshold that splits the steps
+    out = soft_thinking_generate(model, tok, prompts, probe_max_top1=thr, **kw)
+    for r, row in enumerate(top1):
+        want = [k + 1 for k, x in enumerate(row) if x <= thr]
+        assert sorted(out.probe_logits[r]) == want
+    assert 0 < sum(len(d) for d in out.probe_logits) < sum(len(row) for row in top1)
+    assert out.think_ids == base.think_ids                      # probing does not change the thought
+    # the kept logits are the next-token logits after the soft prefix
+    E = model.get_input_embeddings().weight
+    r = 0 if out.probe_logits[0] else 1
+    k = min(out.probe_logits[r])
+    ids = torch.tensor(tok(prompts[r])["input_ids"])
+    soft = [w.to(E.dtype) @ E[i] for i, w in out.think_weights[r][:k]]
+    with torch.no_grad():
+        ref = model(inputs_embeds=torch.cat([E[ids], torch.stack(soft)])[None]).logits[0, -1]
+    torch.testing.assert_close(out.probe_logits[r][k], ref, atol=1e-4, rtol=1e-4)
+    capped = soft_thinking_generate(model, tok, prompts, probe_max_top1=thr, max_probes=1, **kw)
+    for r in range(2):
+        full = sorted(out.probe_logits[r])
+        assert sorted(capped.probe_logits[r]) == full[:1]
+    every = soft_thinking_generate(model, tok, prompts, probe_max_top1=1.0, max_probes=3, **kw)
+    assert [sorted(d) for d in every.probe_logits] == [[1, 2, 3], [1, 2, 3]]
+    fixed = soft_thinking_generate(model, tok, prompts, probe_steps=(2,), probe_max_top1=1e-9, **kw)
+    assert [sorted(d) for d in fixed.probe_logits] == [[2], [2]]
+    none = soft_thinking_generate(model, tok, prompts, **kw)
+    assert none.probe_logits == [{}, {}]
+    # answer-phase steps are never probed
+    ans = soft_thinking_generate(model, tok, prompts, probe_max_top1=1.0, **dict(kw, max_think_tokens=2,
+                                                                                   max_answer_tokens=3))
+    assert [sorted(d) for d in ans.probe_logits] == [[1, 2], [1, 2]]
+
+
 def test_fixture_is_far_from_uniform():
     model = tiny_lm()
     with torch.no_grad():
@@ -210,6 +251,12 @@ def test_rejects_bad_generate_arguments():
         soft_thinking_generate(model, tok, ["3"], mode="gumbel", tau=-1.0)
     with pytest.raises(ValueError, match="batch_size must be a positive integer"):
         soft_thinking_generate(model, tok, ["3"], batch_size=0)
+    for v in (0.0, 1.5, float("nan")):
+        with pytest.raises(ValueError, match=r"probe_max_top1 must be None or in \(0, 1\]"):
+            soft_thinking_generate(model, tok, ["3"], probe_max_top1=v)
+    for v in (0, -1, 1.5):
+        with pytest.raises(ValueError, match="max_probes must be None or a positive integer"):
+            soft_thinking_generate(model, tok, ["3"], max_probes=v)
     with pytest.raises(ValueError, match="has no tokens: the probe needs the prompt"):
         replacement_probe(model, tok, "", [(torch.tensor([1, 2]), torch.tensor([0.5, 0.5]))], {1: torch.zeros(64)})
     with pytest.raises(ValueError, match=r"probe steps \[2\] are outside 1..1"):
@@ -222,7 +269,9 @@ def test_quick_experiment_runs():
     from iclr26.decoding.stochastic_soft_thinking.experiment import run
 
     out = run("quick", 0)
-    assert len(out["metrics"]["correct"]["gumbel"]) == len(out["metrics"]["correct"]["vanilla"])
+    m = out["metrics"]
+    assert len(m["pass1"]["gumbel"]) == len(m["pass1"]["vanilla"]) == len(m["passk"]["sampling"])
+    assert len(m["js"]["top1"]) == len(m["js"]["top2"])
 
 
 def test_batched_3d_inputs_match_row_by_row():
@@ -261,3 +310,14 @@ def test_gumbel_support_and_default_tau():
     w_default, pt = soft_token_weights(logits, mode="gumbel", generator=torch.Generator().manual_seed(5))
     ref = gumbel_softmax_weights(pt, 0.5, generator=torch.Generator().manual_seed(5))
     torch.testing.assert_close(w_default, ref)            # the paper's tau = 0.5 is the default
+
+
+def test_nucleus_boundary_and_default_top_k():
+    """Top-p keeps tokens while the mass before them is below top_p: with p = (0.5, 0.25, 0.25) and
+    top_p = 0.75 the third token (mass before it exactly 0.75) is cut. The default top-k is 15
+    (Soft Thinking's setting)."""
+    _, pt = soft_token_weights(torch.tensor([0.5, 0.25, 0.25]).log(), top_k=3, top_p=0.75)
+    torch.testing.assert_close(pt, torch.tensor([2 / 3, 1 / 3, 0.0]))
+    logits = -0.01 * torch.arange(40, dtype=torch.float32)  # nearly flat: top-p 1.0 keeps all of top-k
+    _, pt = soft_token_weights(logits, top_p=1.0)
+    assert int((pt > 0).sum()) == 15

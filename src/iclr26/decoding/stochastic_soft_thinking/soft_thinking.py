@@ -107,6 +107,8 @@ def soft_thinking_generate(
     seed: int | None = None,
     batch_size: int = 8,
     probe_steps=(),
+    probe_max_top1: float | None = None,
+    max_probes: int | None = None,
 ) -> SoftThinkingOutput:
     """Think with soft tokens, then answer with greedy discrete tokens.
 
@@ -115,6 +117,12 @@ def soft_thinking_generate(
     (discrete) and up to ``max_answer_tokens`` tokens are decoded greedily, stopping at
     ``answer_stop_ids`` or the tokenizer's eos. Prompts are left-padded and batched with the KV
     cache; position ids follow the attention mask as in ``generate``.
+
+    Probes (paper Sec. 4): the next-token logits after soft step ``k`` (1-based) are kept in
+    ``probe_logits`` when ``k`` is in ``probe_steps``, or when ``probe_max_top1`` is given and the
+    largest weight of soft token ``k`` is at most ``probe_max_top1`` (a genuinely mixed soft token,
+    where "the top token dominates" is not automatic). ``max_probes`` caps the kept steps per row
+    (the earliest are kept).
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -140,6 +148,10 @@ def soft_thinking_generate(
         raise ValueError(f"max_think_tokens must be a non-negative integer, got {max_think_tokens!r}")
     if not isinstance(max_answer_tokens, int) or max_answer_tokens < 0:
         raise ValueError(f"max_answer_tokens must be a non-negative integer, got {max_answer_tokens!r}")
+    if probe_max_top1 is not None and not 0 < probe_max_top1 <= 1:
+        raise ValueError(f"probe_max_top1 must be None or in (0, 1], got {probe_max_top1!r}")
+    if max_probes is not None and (not isinstance(max_probes, int) or max_probes < 1):
+        raise ValueError(f"max_probes must be None or a positive integer, got {max_probes!r}")
     gen = torch.Generator().manual_seed(int(seed)) if seed is not None else None
     emb = model.get_input_embeddings()
     E = emb.weight
@@ -211,7 +223,10 @@ def soft_thinking_generate(
                                            position_ids=pos)
             logits = res.logits[:, -1, :].float()
             for r in range(B):
-                if phase[r] == 0 and live[r] and n_think[r] in probe_steps:
+                if phase[r] != 0 or not live[r] or (max_probes is not None and len(probes[r]) >= max_probes):
+                    continue
+                mixed = probe_max_top1 is not None and float(think_w[r][-1][1].max()) <= probe_max_top1
+                if n_think[r] in probe_steps or mixed:
                     probes[r][n_think[r]] = logits[r].clone()
         # answers of rows that ran out of steps
         for r in range(B):

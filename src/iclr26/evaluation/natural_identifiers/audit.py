@@ -90,7 +90,7 @@ def dp_audit_epsilon(hits, m: int | None = None, cardinality: int = 2, top_r: in
     ``hits`` is a count (then ``m`` is required) or a 0/1 array of per-NID hits (``m`` = its length).
     epsilon_hat = sup {epsilon in [0, eps_max] : P_epsilon(W >= hits) <= beta}, found by bisection
     (the tail grows with epsilon). ``delta`` = 0 audits pure epsilon-DP; the paper uses delta = 1e-4
-    (the paper's Sec. 5 setting, as secondary summaries report it) and the DP-SGD runs it audits fix their own delta.
+    ([notes]: Sec. 5 setting) and the DP-SGD runs it audits fix their own delta.
     """
     if m is None:
         arr = np.asarray(hits)
