@@ -44,6 +44,7 @@ def test_parser():
     assert p.answer == "43" and p.confidence == 0.75 and p.format_ok
     assert parse_completion("<answer>3</answer>").format_ok is False
     assert parse_confidence(".5") == 0.5 and parse_confidence("85%") == 0.85
+    assert parse_confidence("*0.8*") == 0.8 and parse_confidence("0.8X") is None and parse_confidence("X0.8") is None
     assert parse_confidence("1.5") is None and parse_confidence("high") is None and parse_confidence("120%") is None
 
 
@@ -128,6 +129,8 @@ def test_weighted_vote_reduces_to_majority_with_equal_confidences():
 
 
 def test_ece():
+    # the default is 10 equal-width bins: 0.05 and 0.095 share bin 0 (with 11 bins they would not)
+    assert expected_calibration_error([0.05, 0.095], [1, 0]) == pytest.approx(abs(0.5 - 0.0725))
     assert expected_calibration_error([0.9, 0.9, 0.1, 0.1], [1, 1, 0, 0]) == pytest.approx(0.1)
     assert expected_calibration_error([1.0, 0.0], [1, 0]) == 0.0
 
@@ -145,32 +148,81 @@ def test_experiment_mc_parts_are_consistent():
     assert np.all(np.isfinite(hi)) and np.all(np.isfinite(lo))
 
 
-def test_answer_logprob_matches_a_teacher_forced_forward():
-    import torch
+def _improper_brier(q, correct):
+    """An improper score: the absolute error |q - 1[correct]| (its expectation is minimised at q in {0, 1})."""
+    return abs(float(q) - float(bool(correct)))
 
-    from iclr26.models import SimpleTokenizer, TinyLMConfig, build_tiny_lm
-    from iclr26.models.generation import generate
-    from iclr26.posttraining.rlcr.experiment import answer_logprob
 
-    tok = SimpleTokenizer.from_texts(["0123456789+-= "])
-    torch.manual_seed(0)
-    model = build_tiny_lm(TinyLMConfig(hidden_size=32, intermediate_size=64), tok.vocab_size).eval()
-    texts, scores, ids = generate(model, tok, ["12+3="], 4, do_sample=True, seed=3, return_scores=True,
-                                  return_token_ids=True)
-    digits = [c for c in texts[0] if c.isdigit()]
-    if not digits:
-        pytest.skip("sample holds no digit")
-    ans = digits[0]
-    lp = answer_logprob(tok, ids[0], scores[0], ans)
-    # reference: one forward pass on prompt + sampled ids, log-prob of the answer's token
-    prompt = tok("12+3=")["input_ids"]
-    full = torch.tensor([prompt + ids[0]])
-    with torch.no_grad():
-        logits = model(full).logits[0]
-    j = next(k for k, t in enumerate(ids[0]) if tok.decode([t]) == ans)   # one character per token
-    ref = torch.log_softmax(logits[len(prompt) - 1 + j], -1)[ids[0][j]]
-    assert lp == pytest.approx(float(ref), abs=1e-4)
-    assert answer_logprob(tok, ids[0], scores[0], "x") is None
+def test_theorem_claims_run_the_library_reward(monkeypatch):
+    """Replacing the library's Brier score by an improper one changes (and breaks) claims 1-2."""
+    from iclr26.posttraining.rlcr import experiment as E
+    from iclr26.posttraining.rlcr import reward as R
+
+    cfg = dict(n_p=9, n_q=51, draws=5000, n_pairs=10)
+    truthful, best_mis, _, _ = E.proper_scoring(cfg, np.random.default_rng(0))
+    hi, lo = E.accuracy_incentive(cfg, np.random.default_rng(1), "brier")
+    monkeypatch.setattr(R, "brier_score", _improper_brier)
+    t2, b2, _, _ = E.proper_scoring(cfg, np.random.default_rng(0))
+    hi2, lo2 = E.accuracy_incentive(cfg, np.random.default_rng(1), "brier")
+    assert not np.allclose(t2, truthful) and not np.allclose(hi2, hi)
+    assert np.mean(t2 > b2) < 0.5            # the truthful report no longer wins: the claim would fail
+    # claim 3 runs the library's log score
+    l_hi, _ = E.accuracy_incentive(cfg, np.random.default_rng(2), "log", low_region=True)
+    monkeypatch.setattr(R, "log_score", lambda q, c, eps=0.0: float(c) - abs(q - float(c)))
+    l_hi2, _ = E.accuracy_incentive(cfg, np.random.default_rng(2), "log", low_region=True)
+    assert not np.allclose(l_hi, l_hi2)
+
+
+def test_rl_claims_run_the_library_reward(monkeypatch):
+    """The GRPO arms get the library's reward functions (looked up at call time, so an improper
+    Brier score changes the RLCR arm's reward), and the held-out Brier metric is the library's."""
+    from iclr26.posttraining.rlcr import experiment as E
+    from iclr26.posttraining.rlcr import reward as R
+
+    comps = ["<answer>5</answer><confidence>0.7</confidence>", "<answer>4</answer><confidence>0.7</confidence>"]
+    seen = {}
+
+    class _Fake:
+        pass
+
+    def fake_train(cfg, seed, reward_fn, train):
+        seen[reward_fn.__name__] = reward_fn(comps, answer=["5", "5"])
+        return _Fake(), None
+
+    ev = dict(answers=["5", "4", "5"], conf=[0.7, 0.7, None], correct=[True, False, True], texts=["t"] * 3)
+    monkeypatch.setattr(E, "train_grpo", fake_train)
+    monkeypatch.setattr(E, "evaluate", lambda *a, **k: ev)
+    cfg = dict(E.SCALES["smoke"], n_test=3, n_vote=3, k=1)
+    out = E.rl_arms(cfg, 0)
+    assert seen["rlcr_reward"] == pytest.approx([1 - 0.09, -0.49]) and seen["rlvr_reward"] == [1.0, 0.0]
+    assert out["rlcr"]["brier"] == pytest.approx((0.09 + 0.49 + 1.0) / 3)
+    monkeypatch.setattr(R, "brier_score", _improper_brier)
+    out2 = E.rl_arms(cfg, 0)
+    assert seen["rlcr_reward"] == pytest.approx([1 - 0.3, -0.7]) and seen["rlvr_reward"] == [1.0, 0.0]
+    assert out2["rlcr"]["brier"] != pytest.approx(out["rlcr"]["brier"])
+
+
+def test_calibration_metrics_by_hand():
+    from iclr26.posttraining.rlcr.experiment import calibration
+
+    ev = dict(conf=[0.9, 0.2, None, 0.9], correct=[True, False, True, False])
+    m = calibration(ev)
+    assert m["brier"] == pytest.approx((0.01 + 0.04 + 1.0 + 0.81) / 4)
+    assert m["accuracy"] == 0.5 and m["format_rate"] == 0.75
+    # ECE over the three parsed confidences: bin 0.9 holds {1, 0} (|0.5 - 0.9|), bin 0.2 holds {0}
+    assert m["ece"] == pytest.approx(2 / 3 * 0.4 + 1 / 3 * 0.2)
+    assert calibration(dict(conf=[None], correct=[False]))["ece"] == 1.0
+
+
+def test_split_is_disjoint_and_prompt_format():
+    from iclr26.posttraining.rlcr.experiment import format_prompt, split_problems
+
+    train, test = split_problems(2)
+    tr = {p.metadata["expression"] for p in train}
+    te = {p.metadata["expression"] for p in test}
+    assert not tr & te and len(te) >= 300
+    pr = format_prompt("3 + 4")
+    assert pr.endswith("Q: 3 + 4 =") and pr.count("<confidence>") == 2
 
 
 # ---------------------------------------------------------------- exact values at the edges
@@ -216,6 +268,9 @@ def test_expected_reward_log_and_brier_closed_forms():
     np.testing.assert_allclose(expected_reward(p, q), p - (q - p) ** 2 - p * (1 - p))
     assert expected_reward(1, 1) == 1.0 and expected_reward(0, 0) == 0.0    # integers are accepted
     assert expected_reward(1, 0, "log") == -np.inf
+    # an outcome of probability 0 contributes nothing (no 0 * -inf)
+    assert expected_reward(0, 0, "log") == 0.0 and expected_reward(1, 1, "log") == 1.0
+    np.testing.assert_allclose(expected_reward([[0.0], [1.0]], [0.0, 1.0], "log"), [[0.0, -np.inf], [-np.inf, 1.0]])
     with pytest.raises(ValueError, match=r"^p_correct and q must lie in \[0, 1\]$"):
         expected_reward(1.5, 0.5)
     with pytest.raises(ValueError, match=r"^p_correct and q must lie in \[0, 1\]$"):
@@ -267,6 +322,8 @@ def test_voting_keys_weights_and_messages():
     assert majority_vote([None]) is None
     # a custom key is used
     assert majority_vote(["a1", "b1", "c2"], key=lambda s: s[-1]) == "a1"
+    assert majority_vote(["c2", "a1", "b1"], key=lambda s: s[-1]) == "a1"   # the key is passed on
+    assert majority_vote(["2", "0.1234567891", "0.1234567894"]) == "0.1234567891"   # equal to 9 decimals
     assert confidence_weighted_vote(["a1", "b2", "c2"], [0.5, 0.3, 0.3], key=lambda s: s[-1]) == "b2"
     with pytest.raises(ValueError, match="^need at least one sampled answer$"):
         majority_vote([])

@@ -153,10 +153,12 @@ def rlvr_reward(completions: Sequence, answer: Sequence[str], *, is_correct: Cal
 
 def expected_reward(p_correct, q, score: str = "brier"):
     """Expected reward of answering an answer that is correct with probability ``p_correct`` while
-    reporting confidence ``q`` (numpy-broadcast): ``p * s(q, 1) + (1 - p) * s(q, 0)``.
+    reporting confidence ``q`` (numpy-broadcast): ``p * s(q, right) + (1 - p) * s(q, wrong)``.
 
-    ``score="brier"`` is the RLCR objective (closed form ``p - (q - p)**2 - p*(1 - p)``),
-    ``score="log"`` the unbounded log-score analogue.
+    ``s`` is this module's per-output score, so the expectation is always that of the reward the
+    trainer pays: ``score="brier"`` uses :func:`rlcr_score` (the RLCR objective; closed form
+    ``p - (q - p)**2 - p*(1 - p)``), ``score="log"`` :func:`log_score` (the unbounded analogue of the
+    paper's remark). An outcome of probability 0 contributes nothing (no ``0 * -inf``).
     """
     import numpy as np
 
@@ -166,12 +168,15 @@ def expected_reward(p_correct, q, score: str = "brier"):
         raise ValueError("p_correct and q must be finite probabilities in [0, 1]; got NaN or inf")
     if np.any((p < 0) | (p > 1)) or np.any((q < 0) | (q > 1)):
         raise ValueError("p_correct and q must lie in [0, 1]")
-    if score == "brier":
-        return p * (1.0 - (q - 1.0) ** 2) + (1.0 - p) * (-(q ** 2))
-    if score == "log":
-        with np.errstate(divide="ignore"):
-            return p * (1.0 + np.log(q)) + (1.0 - p) * np.log1p(-q)
-    raise ValueError(f"score must be 'brier' or 'log', got {score!r}")
+    scores = {"brier": rlcr_score, "log": log_score}
+    if score not in scores:
+        raise ValueError(f"score must be 'brier' or 'log', got {score!r}")
+    fn = scores[score]
+    values, inverse = np.unique(q, return_inverse=True)      # one score call per distinct report
+    right = np.array([fn(float(v), True) for v in values])[inverse].reshape(q.shape)
+    wrong = np.array([fn(float(v), False) for v in values])[inverse].reshape(q.shape)
+    with np.errstate(invalid="ignore"):
+        return np.where(p > 0, p * right, 0.0) + np.where(p < 1, (1.0 - p) * wrong, 0.0)
 
 
 def expected_calibration_error(confidences, correct, n_bins: int = 10) -> float:
