@@ -9,33 +9,18 @@ import copy
 import pytest
 import torch
 from torch import nn
-from transformers import LlamaConfig, LlamaForCausalLM
 
+from iclr26.models.testing import wide_llama
 from iclr26.models import hooks as H
 
 
 def _tiny(seed=0, layers=4, heads=4, kv=2, hidden=32):
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=50, hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
-                      num_attention_heads=heads, num_key_value_heads=kv, max_position_embeddings=64,
-                      tie_word_embeddings=False)
-    cfg._attn_implementation = "eager"
-    model = LlamaForCausalLM(cfg).eval()
-    g = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for i, layer in enumerate(model.model.layers):
-            # layer- and matrix-specific scales: large q/k give peaked attention, the o/down scale
-            # grows with depth so blocks differ in how much they change the residual stream
-            for name, p in layer.named_parameters():
-                if p.dim() < 2:
-                    p.copy_(1.0 + 0.3 * torch.randn(p.shape, generator=g))
-                    continue
-                scale = {"q_proj": 0.6, "k_proj": 0.6, "v_proj": 0.4, "o_proj": 0.2 * (i + 1)}.get(
-                    name.split(".")[-2], 0.3)
-                p.copy_(scale * torch.randn(p.shape, generator=g))
-        model.model.embed_tokens.weight.copy_(torch.randn(model.model.embed_tokens.weight.shape, generator=g))
-        model.lm_head.weight.copy_(0.5 * torch.randn(model.lm_head.weight.shape, generator=g))
-    return model
+    # layer- and matrix-specific scales: large q/k give peaked attention, the o/down scale
+    # grows with depth so blocks differ in how much they change the residual stream
+    return wide_llama(vocab_size=50, hidden_size=hidden, intermediate_size=2 * hidden, num_layers=layers,
+                      num_heads=heads, num_kv_heads=kv, seed=seed, attn_implementation="eager",
+                      scale=lambda i, part: {"q_proj": 0.6, "k_proj": 0.6, "v_proj": 0.4,
+                                             "o_proj": 0.2 * (i + 1)}.get(part, 0.3))
 
 
 @pytest.fixture(scope="module")

@@ -10,33 +10,17 @@ import pytest
 import torch
 from scipy.spatial import cKDTree
 from scipy.special import digamma, gammaln
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from iclr26.compression.entrodrop import (EntroDrop, block_influence, block_scores, bucket_entropy, heldout_nll,
                                           knn_entropy)
+from iclr26.models.testing import wide_llama
 from iclr26.models import hooks
 
 
 def _tiny(seed=0, layers=5):
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=40, hidden_size=24, intermediate_size=48, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                      tie_word_embeddings=False)
-    model = LlamaForCausalLM(cfg).eval()
-    g = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for i, layer in enumerate(model.model.layers):
-            # depth-dependent output scales so blocks differ clearly in what they add
-            for name, p in layer.named_parameters():
-                if p.dim() < 2:
-                    p.copy_(1.0 + 0.3 * torch.randn(p.shape, generator=g))
-                    continue
-                part = name.split(".")[-2]
-                scale = {"q_proj": 0.6, "k_proj": 0.6, "o_proj": 0.15 * (1 + (3 * i) % 5)}.get(part, 0.35)
-                p.copy_(scale * torch.randn(p.shape, generator=g))
-        model.model.embed_tokens.weight.copy_(torch.randn(model.model.embed_tokens.weight.shape, generator=g))
-        model.lm_head.weight.copy_(0.5 * torch.randn(model.lm_head.weight.shape, generator=g))
-    return model
+    # depth-dependent output scales so blocks differ clearly in what they add
+    return wide_llama(num_layers=layers, seed=seed, scale=lambda i, part: {
+        "q_proj": 0.6, "k_proj": 0.6, "o_proj": 0.15 * (1 + (3 * i) % 5)}.get(part, 0.35))
 
 
 @pytest.fixture(scope="module")

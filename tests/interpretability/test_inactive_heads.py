@@ -7,38 +7,24 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 from iclr26.interpretability.inactive_heads import (BASE_SCORES, RULES, SCORES, head_scores, inactive_mask,
                                                     layer_normalize, random_mask, threshold,
                                                     zero_heads_per_input)
+from iclr26.models.testing import wide_llama
 from iclr26.models import hooks
 
 
 def _tiny(seed=0, layers=3):
-    torch.manual_seed(seed)
-    cfg = LlamaConfig(vocab_size=40, hidden_size=24, intermediate_size=48, num_hidden_layers=layers,
-                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                      tie_word_embeddings=False)
-    model = LlamaForCausalLM(cfg).eval()
-    g = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for i, layer in enumerate(model.model.layers):
-            for name, p in layer.named_parameters():
-                if p.dim() < 2:
-                    p.copy_(1.0 + 0.3 * torch.randn(p.shape, generator=g))
-                    continue
-                part = name.split(".")[-2]
-                scale = {"q_proj": 1.2, "k_proj": 1.2, "v_proj": 0.5}.get(part, 0.35)
-                p.copy_(scale * torch.randn(p.shape, generator=g))
-            # head-dependent value scales so heads differ clearly in output norm
-            vp = layer.self_attn.v_proj.weight
-            vp.mul_(torch.tensor([0.1, 1.0, 0.4, 2.0])[i % 4])
-            vp[:6].mul_(0.2 + 0.5 * i)
-        model.model.embed_tokens.weight.copy_(torch.randn(model.model.embed_tokens.weight.shape, generator=g))
-        model.lm_head.weight.copy_(0.5 * torch.randn(model.lm_head.weight.shape, generator=g))
-    return model
+    def heads_differ(i, layer):
+        # head-dependent value scales so heads differ clearly in output norm
+        vp = layer.self_attn.v_proj.weight
+        vp.mul_(torch.tensor([0.1, 1.0, 0.4, 2.0])[i % 4])
+        vp[:6].mul_(0.2 + 0.5 * i)
+
+    return wide_llama(num_layers=layers, seed=seed, post_layer=heads_differ,
+                      scale=lambda i, part: {"q_proj": 1.2, "k_proj": 1.2, "v_proj": 0.5}.get(part, 0.35))
 
 
 @pytest.fixture(scope="module")
