@@ -135,25 +135,55 @@ def test_loss_decreases_and_easy_mask_reduction():
 
 
 def test_exact_policy_matches_direct_computation():
-    """The experiment's exact pass@1 equals the product of warped gold probabilities."""
+    """The experiment's exact pass@1 equals the product of warped gold probabilities, times the
+    warped mass of non-digit tokens at the terminal position."""
     model = tiny_lm()
-    heads = AutoDecoHeads.from_base(model)
+    heads = _wide_heads(AutoDecoHeads.from_base(model))
     torch.manual_seed(1)
     hidden = torch.randn(5, 32)
     labels = torch.randint(0, 64, (5,))
-    pos = TracePositions(hidden, labels, torch.tensor([0, 0, 1, 1, 1]), torch.tensor([0, 1, 0, 1, 2]))
-    grid, greedy, auto, _, _ = exact_policy_logprobs(model, heads, pos, 2)
+    labels[2] = 0  # terminal positions: the label is a placeholder
+    labels[4] = 0
+    terminal = torch.tensor([False, False, True, False, True])
+    with torch.no_grad():
+        top0 = model.get_output_embeddings()(hidden).argmax(-1)
+    labels[3] = top0[3]  # item 1 is greedy's: its gold token is the argmax and its end token no digit
+    digits = torch.tensor(sorted({3, 7, 11, 40, int(top0[2])} - {int(top0[4])}))
+    pos = TracePositions(hidden, labels, torch.tensor([0, 0, 0, 1, 1]), torch.tensor([0, 1, 2, 0, 1]))
+    grid, greedy, auto, mt, mp = exact_policy_logprobs(model, heads, pos, terminal, digits, 2)
     with torch.no_grad():
         logits = model.get_output_embeddings()(hidden)
-        i, j = T_GRID.index(0.5), P_GRID.index(0.9)
-        lp = torch.log_softmax(warp_logits(logits, 0.5, 0.9), -1).gather(-1, labels[:, None]).squeeze(-1)
-        ref = torch.stack([lp[:2].sum(), lp[2:].sum()])
-        assert torch.allclose(grid[i, j].float(), ref, atol=1e-4)
+
+        def per_item(warped):
+            lp = torch.log_softmax(warped, -1)
+            gold = lp.gather(-1, labels[:, None]).squeeze(-1)
+            end = torch.log1p(-lp[:, digits].exp().sum(-1))
+            v = torch.where(terminal, end, gold)
+            return torch.stack([v[:3].sum(), v[3:].sum()])
+
+        for t, p in [(0.5, 0.9), (1.0, 1.0), (0.1, 0.5), (1.5, 0.95)]:
+            i, j = T_GRID.index(t), P_GRID.index(p)
+            assert torch.allclose(grid[i, j].float(), per_item(warp_logits(logits, t, p)), atol=1e-4)
         t, p = heads(hidden, logits)
-        lp = torch.log_softmax(warp_logits(logits, t, p), -1).gather(-1, labels[:, None]).squeeze(-1)
-        assert torch.allclose(auto.float(), torch.stack([lp[:2].sum(), lp[2:].sum()]), atol=1e-4)
-        g = (logits.argmax(-1) == labels).float()
-        assert torch.equal(greedy.exp().float(), torch.stack([g[:2].prod(), g[2:].prod()]))
+        assert 0.05 < float(p.min()) and float(p.max()) < 0.999 and float(t.max()) / float(t.min()) > 1.5
+        assert torch.allclose(auto.float(), per_item(warp_logits(logits, t, p)), atol=1e-4)
+        assert math.isclose(mt, float(t.mean()), rel_tol=1e-5) and math.isclose(mp, float(p.mean()), rel_tol=1e-5)
+        top = logits.argmax(-1)
+        ok = torch.where(terminal, ~torch.isin(top, digits), top == labels).float()
+        assert torch.equal(greedy.exp().float(), torch.stack([ok[:3].prod(), ok[3:].prod()]))
+        assert 0 < float(greedy.exp().sum()) < 2  # the fixture separates the arms
+    grid2, greedy2, none, mt2, _ = exact_policy_logprobs(model, None, pos, terminal, digits, 2, chunk=2)
+    assert none is None and math.isnan(mt2)
+    assert torch.allclose(grid2, grid, atol=1e-6) and torch.equal(greedy2, greedy)
+
+
+def _wide_heads(heads, seed=3, std=0.1):
+    """Heads drawn at a wide std so that T and P vary from position to position."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for prm in heads.parameters():
+            prm.normal_(0.0, std, generator=g)
+    return heads
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -231,21 +261,33 @@ def test_quick_experiment_runs():
     from iclr26.decoding.autodeco.experiment import run
 
     out = run("quick", 0)
-    assert set(out["metrics"]["pass1"]) == {"autodeco", "default", "oracle", "greedy"}
+    assert set(out["metrics"]["pass1"]) == {"autodeco", "default", "tuned", "oracle", "greedy"}
+    assert out["info"]["n_train_accepted_problems"] > out["info"]["n_train"] // 3
 
 
-def test_experiment_problems_are_distinct_and_an_impossible_request_is_refused():
-    import numpy as np
+def test_experiment_splits_are_disjoint_and_digit_tokens():
+    from iclr26.decoding.autodeco.experiment import SCALES, digit_token_ids, split_problems
 
-    from iclr26.decoding.autodeco.experiment import answer, make_problems
+    cfg = dict(SCALES["quick"])
+    tr, va, te = split_problems(cfg, 0)
+    assert (len(tr), len(va), len(te)) == (cfg["n_train"], cfg["n_val"], cfg["n_test"])
+    exprs = [p.metadata["expression"] for p in tr + va + te]
+    assert len(set(exprs)) == len(exprs)
+    assert [p.metadata["expression"] for p in split_problems(cfg, 0)[2]] == [p.metadata["expression"] for p in te]
+    assert [p.metadata["expression"] for p in split_problems(cfg, 1)[2]] != [p.metadata["expression"] for p in te]
+    with pytest.raises(ValueError, match="distinct problems"):
+        split_problems(dict(cfg, difficulty=1, n_train=300), 0)  # one-digit a +/- b: at most 200 exist
 
-    rng = np.random.default_rng(0)
-    every = make_problems(rng, 3 * 3 + 3 * 4 // 2, max_operand=3)  # all 15 problems with operands 1..3
-    assert len(set(every)) == 15 and all(answer(p) >= 0 for p in every)
-    few = make_problems(rng, 5, max_operand=3, exclude=every[:10])
-    assert set(few) == set(every[10:])
-    with pytest.raises(ValueError, match="only 5 remain"):
-        make_problems(rng, 6, max_operand=3, exclude=every[:10])
+    class Tok:
+        vocab = ["a", "1", "\u0120", "23", "\u01202", "x9", "0.", ""]
+
+        def __len__(self):
+            return len(self.vocab)
+
+        def convert_ids_to_tokens(self, ids):
+            return [self.vocab[i] for i in ids]
+
+    assert digit_token_ids(Tok()).tolist() == [1, 3, 6]
 
 
 # ----- independent references for the loss, the heads and the training loop -----
@@ -688,3 +730,205 @@ def test_train_heads_defaults_batches_and_low_precision_head(monkeypatch):
     train_heads(heads, stub, TracePositions(data.hidden[:15], data.labels[:15], data.item[:15], data.step[:15]),
                 batch_size=8)
     assert seen["sizes"] == [8] * 6  # 15 positions, batches of 8: the short remainder is dropped
+
+
+# ----- the fused decoding step, presorted training and the shared-prefix teacher forcing -----
+
+def _step_reference(heads, h, logits):
+    """The decoding step written as the two separate calls: heads, then the full-sort warp."""
+    t, p = heads(h, logits)
+    return warp_logits(logits, t, p.clamp_min(1e-12)), t, p
+
+
+@pytest.mark.parametrize("candidates", [1, 3, 5, 7, 40, 256])
+@pytest.mark.parametrize("features", [True, False])
+def test_autodeco_step_equals_heads_then_full_sort_warp(candidates, features):
+    from iclr26.decoding.autodeco import autodeco_step
+
+    torch.manual_seed(5)
+    heads = _wide_heads(AutoDecoHeads(AutoDecoConfig(hidden_size=12, head_hidden=16, use_prob_features=features)),
+                        std=0.3)
+    h = torch.randn(9, 12)
+    logits = torch.randn(9, 40) * 4
+    logits[0, 3] = float("-inf")  # e.g. an EOS blocked by min_new_tokens
+    logits[1, :] = torch.randn(40) * 0.05  # near flat: a wide nucleus (the full-sort fallback for small k)
+    out, t, p = autodeco_step(heads, h, logits, candidates=candidates)
+    ref, t_ref, p_ref = _step_reference(heads, h, logits)
+    torch.testing.assert_close(t, t_ref)
+    torch.testing.assert_close(p, p_ref)
+    assert not torch.isnan(p).any()
+    assert torch.equal(torch.isinf(out), torch.isinf(ref))
+    torch.testing.assert_close(out[~torch.isinf(out)], ref[~torch.isinf(ref)])
+    kept = (~torch.isinf(out)).sum(-1)
+    assert kept.min() >= 1 and kept.max() > 1 and len(set(kept.tolist())) > 2  # the fixture varies the nucleus
+
+
+def test_autodeco_step_low_temperature_and_unit_top_p_rows():
+    from iclr26.decoding.autodeco import autodeco_step
+
+    torch.manual_seed(6)
+    heads = _wide_heads(AutoDecoHeads(AutoDecoConfig(hidden_size=6, head_hidden=8)), std=0.3)
+    h, logits = torch.randn(4, 6), torch.randn(4, 30) * 2
+    with torch.no_grad():  # T below the features' 0.01 clamp: the warp divides by T itself
+        heads.temp_head[-1].weight.zero_()
+        heads.temp_head[-1].bias.fill_(float(torch.logit(torch.tensor(0.004 / 2))))
+    out, t, p = autodeco_step(heads, h, logits, candidates=4)
+    ref, _, p_ref = _step_reference(heads, h, logits)
+    assert torch.allclose(t, torch.full((4,), 0.004), atol=1e-6)
+    torch.testing.assert_close(p, p_ref)
+    assert torch.equal(torch.isinf(out), torch.isinf(ref))
+    torch.testing.assert_close(out[~torch.isinf(out)], ref[~torch.isinf(ref)])
+    assert float(out[~torch.isinf(out)].abs().max()) > 100  # l / 0.004, not l / 0.01
+    # P = 1 keeps every token, even where the float cumulative mass reaches 1 before the tail
+    heads.set_constant(0.5, 1.0)
+    peaked = torch.randn(4, 30) * 30
+    out, _, p = autodeco_step(heads, h, peaked, candidates=4)
+    assert torch.all(p == 1.0) and not torch.isinf(out).any()
+    torch.testing.assert_close(out, peaked / 0.5)
+    assert top_p_filter(torch.softmax(peaked, -1), 1.0).all()
+
+
+def test_autodeco_step_rejections():
+    from iclr26.decoding.autodeco import autodeco_step
+
+    heads = AutoDecoHeads(AutoDecoConfig(hidden_size=6))
+    h, l = torch.randn(2, 6), torch.randn(2, 9)
+    for bad in (0, -1, 2.0, None):
+        with pytest.raises(ValueError, match="candidates must be a positive integer"):
+            autodeco_step(heads, h, l, candidates=bad)
+    with pytest.raises(ValueError, match=r"hidden \(3, 6\) and logits \(2, 9\) must share leading dimensions"):
+        autodeco_step(heads, torch.randn(3, 6), l)
+    with pytest.raises(ValueError, match="hidden size 5 != config.hidden_size 6"):
+        autodeco_step(heads, torch.randn(2, 5), l)
+    model = tiny_lm()
+    with pytest.raises(ValueError, match="candidates must be a positive integer, got 0"):
+        AutoDecoLogitsProcessor(model, AutoDecoHeads.from_base(model), candidates=0)
+    ids = torch.tensor([[3, 4, 5]])
+    with torch.no_grad():
+        scores = model(ids).logits[:, -1, :]
+    with AutoDecoLogitsProcessor(model, AutoDecoHeads.from_base(model)) as plain:  # record defaults to False
+        model(ids)
+        plain(ids, scores)
+        assert plain.history == []
+    heads1 = _wide_heads(AutoDecoHeads.from_base(model))
+    with AutoDecoLogitsProcessor(model, heads1, candidates=1) as one, torch.no_grad():
+        model(ids, output_hidden_states=True)
+        h = model(ids, output_hidden_states=True).hidden_states[-1][:, -1, :]
+        ref, _, _ = _step_reference(heads1, h, scores)
+        out = one(ids, scores)
+    assert torch.equal(torch.isinf(out), torch.isinf(ref))
+    import inspect
+    from iclr26.decoding.autodeco import autodeco_step as step
+    assert inspect.signature(step).parameters["candidates"].default == 256
+    assert inspect.signature(AutoDecoLogitsProcessor).parameters["candidates"].default == 256
+
+
+def test_probability_features_with_blocked_tokens_and_variance():
+    from iclr26.decoding.autodeco import probability_features
+
+    torch.manual_seed(2)
+    logits = torch.randn(3, 17) * 2
+    logits[0, :4] = float("-inf")
+    f = probability_features(logits)
+    assert not torch.isnan(f).any()
+    for r in range(3):
+        p = torch.softmax(logits[r][torch.isfinite(logits[r])], -1).double()
+        full = torch.softmax(logits[r], -1).double()
+        ref = [p.max(), -(p * p.log()).sum(), full.var(), full.topk(5).values.sum()]
+        torch.testing.assert_close(f[r].double(), torch.stack(ref), atol=1e-6, rtol=1e-5)
+    one = probability_features(torch.tensor([[1.5]]))
+    assert one.tolist() == [[1.0, 0.0, 0.0, 1.0]]
+    two = torch.tensor([[0.3, -1.2]])
+    p2 = torch.softmax(two, -1)[0]
+    torch.testing.assert_close(probability_features(two)[0, 2], p2.var())  # V = 2: divides by V - 1 = 1
+
+
+def test_presorted_soft_top_p_and_loss_equal_the_unsorted_ones():
+    torch.manual_seed(4)
+    heads = _wide_heads(AutoDecoHeads(AutoDecoConfig(hidden_size=7, head_hidden=8)), std=0.3)
+    h, logits = torch.randn(12, 7), torch.randn(12, 25) * 3
+    y = torch.where(torch.rand(12) < 0.5, logits.argmax(-1), torch.randint(0, 25, (12,)))
+    srt, order = logits.sort(dim=-1, descending=True, stable=True)
+    rank = (order == y[:, None]).int().argmax(-1)
+    t, p = torch.rand(12) + 0.3, torch.rand(12) * 0.8 + 0.1
+    q = soft_top_p_probs(logits, t, p, alpha=7.0)
+    qs = soft_top_p_probs(srt, t, p, alpha=7.0, presorted=True)
+    torch.testing.assert_close(qs, q.gather(-1, order))
+    # leading dimensions beyond one batch axis: (2, 6, V)
+    qs3 = soft_top_p_probs(srt.reshape(2, 6, 25), t.reshape(2, 6), p.reshape(2, 6), alpha=7.0, presorted=True)
+    torch.testing.assert_close(qs3.reshape(12, 25), qs)
+    w = torch.rand(12) * 2
+    la, pa = autodeco_loss(heads, h, logits, y, weights=w, alpha=7.0, easy_drop=0.5,
+                           generator=torch.Generator().manual_seed(1))
+    lb, pb = autodeco_loss(heads, h, srt, rank, weights=w, alpha=7.0, easy_drop=0.5,
+                           generator=torch.Generator().manual_seed(1), presorted=True)
+    torch.testing.assert_close(la, lb)
+    assert pa == pytest.approx(pb)
+    assert pa["loss_p"] > 0.05 and 0 < (y == logits.argmax(-1)).sum() < 12
+
+
+@pytest.mark.parametrize("dtype, n", [(torch.float32, 22), (torch.bfloat16, 22), (torch.float32, 150)])
+def test_train_heads_presorted_equals_recomputed_logits(dtype, n):
+    """n = 150 spans three chunks of the one-off sort (64 rows each)."""
+    torch.manual_seed(8)
+    stub = _Stub().to(dtype)
+    with torch.no_grad():
+        stub.lin.weight.mul_(6.0)
+    h = torch.randn(n, 5)
+    y = torch.where(torch.rand(n) < 0.5, stub.lin(h.to(dtype)).argmax(-1), torch.randint(0, 9, (n,)))
+    data = TracePositions(h, y, torch.arange(n), torch.zeros(n, dtype=torch.long))
+    a = AutoDecoHeads(AutoDecoConfig(hidden_size=5, head_hidden=8))
+    b = AutoDecoHeads(AutoDecoConfig(hidden_size=5, head_hidden=8))
+    b.load_state_dict(a.state_dict())
+    kw = dict(steps=9, batch_size=8, lr=5e-3, weights=torch.rand(n) * 2, alpha=9.0, easy_drop=0.3, seed=4)
+    ra = train_heads(a, stub, data, **kw)
+    rb = train_heads(b, stub, data, presort=True, **kw)
+    # the same loss at every step up to float noise (Adam turns noise in near-zero gradients into lr-sized
+    # weight differences, so the weights themselves are compared loosely)
+    assert ra.losses[0] == pytest.approx(rb.losses[0], rel=1e-6)  # before any update: the same loss
+    assert ra.losses == pytest.approx(rb.losses, rel=1e-3, abs=1e-4)
+    for (k, va), vb in zip(a.state_dict().items(), b.state_dict().values()):
+        torch.testing.assert_close(va, vb, atol=2e-2, rtol=0, msg=k)
+    assert ra.losses[0] != pytest.approx(ra.losses[-1])
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_teacher_forced_shared_prefix_against_per_sequence_forwards(share):
+    from iclr26.decoding.autodeco.training import teacher_forced
+
+    model = tiny_lm()
+    head = "5 9 12 3 3 8"
+    prompts = [head + " 4", head + " 4 6 7", head + " 30 31", head + " 4 6"]
+    comps = ["6 7", "10", "13 14 15", "9"]
+    pos = teacher_forced(model, _SpaceTok(), prompts, comps, batch_size=3, share_prefix=share)
+    refs = []
+    for p, c in zip(prompts, comps):
+        pi, ci = [2] + [int(t) for t in p.split()], [int(t) for t in c.split()]
+        with torch.no_grad():
+            hs = model(torch.tensor([pi + ci]), output_hidden_states=True).hidden_states[-1][0]
+        refs.append(hs[len(pi) - 1: len(pi) - 1 + len(ci)])
+    torch.testing.assert_close(pos.hidden, torch.cat(refs), atol=1e-4, rtol=1e-4)
+    assert pos.labels.tolist() == [6, 7, 10, 13, 14, 15, 9]
+    assert pos.item.tolist() == [0, 0, 1, 2, 2, 2, 3] and pos.step.tolist() == [0, 1, 0, 0, 1, 2, 0]
+    # one prompt that is the shared prefix itself: it keeps its last token
+    pos2 = teacher_forced(model, _SpaceTok(), [head, head + " 4"], ["7", "8"], share_prefix=share)
+    with torch.no_grad():
+        r0 = model(torch.tensor([[2, 5, 9, 12, 3, 3, 8, 7]]), output_hidden_states=True).hidden_states[-1][0, -2]
+    torch.testing.assert_close(pos2.hidden[0], r0, atol=1e-4, rtol=1e-4)
+    with pytest.raises(ValueError, match="no prompts given"):
+        teacher_forced(model, _SpaceTok(), [], [])
+
+
+def test_teacher_forced_runs_the_shared_prefix_once():
+    from iclr26.decoding.autodeco.training import _common_prefix_length, teacher_forced
+
+    assert _common_prefix_length([[1, 2, 3], [1, 2, 4], [1, 2, 3, 5]]) == 2
+    assert _common_prefix_length([[1, 2], [1, 2, 3]]) == 2 and _common_prefix_length([[4], [1]]) == 0
+    assert _common_prefix_length([[1, 2, 3, 4], [1, 2, 3, 5]]) == 3
+    model = tiny_lm()
+    lengths = []
+    hook = model.model.register_forward_pre_hook(lambda m, a, k: lengths.append(k["input_ids"].shape), with_kwargs=True)
+    head = "5 9 12 3 3 8"
+    teacher_forced(model, _SpaceTok(), [head + " 4", head + " 6 7"], ["6", "10"], batch_size=1)
+    hook.remove()
+    assert lengths == [(1, 7), (1, 2), (1, 3)]

@@ -25,6 +25,7 @@ __all__ = [
     "warp_logits",
     "autodeco_loss",
     "probability_features",
+    "autodeco_step",
 ]
 
 
@@ -54,20 +55,25 @@ class AutoDecoConfig:
             raise ValueError(f"max_temperature must be > 0, got {self.max_temperature!r}")
 
 
-def probability_features(logits: torch.Tensor) -> torch.Tensor:
-    """``[max p, entropy, variance of p, top-5 mass]`` of ``softmax(logits)`` along the last axis."""
-    logp = torch.log_softmax(logits.float(), dim=-1)
+def _features_from_logp(logp: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
+    """The four statistics from log-probabilities ``logp`` and the descending top probabilities
+    ``top`` (at least ``min(5, V)`` of them). Tokens with probability 0 (``-inf`` logits, e.g. an
+    EOS blocked by ``min_new_tokens``) add 0 to the entropy, not ``0 * -inf = NaN``."""
     p = logp.exp()
-    k = min(5, p.shape[-1])
-    return torch.stack(
-        [
-            p.max(dim=-1).values,
-            -(p * logp).sum(-1),
-            p.var(dim=-1),
-            p.topk(k, dim=-1).values.sum(-1),
-        ],
-        dim=-1,
-    )
+    v = p.shape[-1]
+    k = min(5, v)
+    entropy = -(p * logp).nansum(-1)  # 0 * -inf = NaN only where p = 0: those terms are 0
+    # unbiased variance (as torch.var) in one pass over p: (sum p^2 - (sum p)^2 / V) / (V - 1)
+    var = ((p * p).sum(-1) - p.sum(-1).square() / v) / max(v - 1, 1)
+    return torch.stack([top[..., 0], entropy, var, top[..., :k].sum(-1)], dim=-1)
+
+
+def probability_features(logits: torch.Tensor) -> torch.Tensor:
+    """``[max p, entropy, variance of p, top-5 mass]`` of ``softmax(logits)`` along the last axis
+    (the released heads' extra top-p inputs, see :class:`AutoDecoConfig`)."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    k = min(5, logp.shape[-1])
+    return _features_from_logp(logp, logp.topk(k, dim=-1).values.exp())
 
 
 class AutoDecoHeads(nn.Module):
@@ -160,13 +166,15 @@ def _per_position(name: str, value, logits: torch.Tensor, high: float | None) ->
 
 def top_p_filter(probs: torch.Tensor, top_p: torch.Tensor | float) -> torch.Tensor:
     """Hard nucleus mask: keep the smallest set of highest-probability tokens whose mass reaches
-    ``top_p`` (the top token is always kept). ``top_p`` is a scalar or has ``probs.shape[:-1]``.
+    ``top_p`` (the top token is always kept; ``top_p = 1`` keeps every token). ``top_p`` is a scalar or has ``probs.shape[:-1]``.
     Returns a boolean mask shaped like ``probs``.
     """
     top_p = _per_position("top_p", top_p, probs, 1.0).to(probs.dtype)
     sorted_p, order = probs.sort(dim=-1, descending=True)
     before = sorted_p.cumsum(-1) - sorted_p  # mass strictly before each sorted token
-    keep_sorted = before < top_p
+    # P = 1 keeps every token (as transformers' top-p = 1): the float cumulative sum can reach 1
+    # before the tail, which would otherwise cut tokens of probability ~1e-8
+    keep_sorted = (before < top_p) | (top_p >= 1)
     keep_sorted[..., 0] = True
     return torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
 
@@ -181,16 +189,74 @@ def warp_logits(logits: torch.Tensor, temperature, top_p) -> torch.Tensor:
     return scaled.masked_fill(~keep, float("-inf"))
 
 
-def soft_top_p_probs(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor, alpha: float = 30.0):
+@torch.no_grad()
+def autodeco_step(heads: AutoDecoHeads, hidden: torch.Tensor, logits: torch.Tensor, *, candidates: int = 256):
+    """One decoding step (Sec. 2.3): ``(warped_logits, T, P)`` for hidden ``(..., H)`` and logits ``(..., V)``.
+
+    Gives the same result as ``warp_logits(logits, *heads(hidden, logits))`` (up to float rounding
+    of the nucleus boundary) but does the vocabulary-sized work once: one log-softmax of
+    ``l / T`` serves both the top-p head's features and the nucleus, and the nucleus is found among
+    the ``candidates`` most probable tokens (``topk``) instead of a sort of the whole vocabulary;
+    rows whose nucleus is wider than ``candidates`` fall back to the full sort. With ``T`` below the
+    features' 0.01 clamp the warp needs its own log-softmax, which is then computed separately.
+    """
+    if not isinstance(candidates, int) or candidates < 1:
+        raise ValueError(f"candidates must be a positive integer, got {candidates!r}")
+    if hidden.shape[:-1] != logits.shape[:-1]:
+        raise ValueError(
+            f"hidden {tuple(hidden.shape)} and logits {tuple(logits.shape)} must share leading dimensions"
+        )
+    if hidden.shape[-1] != heads.config.hidden_size:
+        raise ValueError(f"hidden size {hidden.shape[-1]} != config.hidden_size {heads.config.hidden_size}")
+    scores = logits.float()
+    hidden = hidden.float()
+    k = min(candidates, scores.shape[-1])
+    temp = heads.temperature(hidden)
+    scaled = scores / temp.clamp_min(1e-6).unsqueeze(-1)  # the warp's l / T
+    low = bool((temp < 1e-2).any())  # the features divide by max(T, 0.01), the warp by max(T, 1e-6)
+    logp = torch.log_softmax(scaled, dim=-1)
+    top_lp, top_idx = logp.topk(k, dim=-1)
+    top = top_lp.exp()
+    feats = [hidden, temp.unsqueeze(-1)]
+    if heads.config.use_prob_features:
+        if low or k < min(5, scores.shape[-1]):
+            logp_f = torch.log_softmax(scores / temp.clamp_min(1e-2).unsqueeze(-1), dim=-1)
+            feats.append(_features_from_logp(logp_f, logp_f.topk(min(5, scores.shape[-1]), dim=-1).values.exp()))
+        else:
+            feats.append(_features_from_logp(logp, top))
+    top_p = torch.sigmoid(heads.top_p_head(torch.cat(feats, dim=-1))).squeeze(-1)
+    before = top.cumsum(-1) - top  # mass strictly before each of the k most probable tokens
+    keep_top = before < top_p.unsqueeze(-1)
+    keep_top[..., 0] = True
+    out = torch.full_like(scaled, float("-inf"))
+    out.scatter_(-1, top_idx, scaled.gather(-1, top_idx).masked_fill(~keep_top, float("-inf")))
+    every = top_p >= 1  # P = 1 keeps every token (see top_p_filter)
+    if bool(every.any()):
+        out[every] = scaled[every]
+    wide = ((before[..., -1] + top[..., -1]) < top_p) & ~every  # the nucleus reaches past the k candidates
+    if bool(wide.any()):
+        out[wide] = scaled[wide].masked_fill(~top_p_filter(logp[wide].exp(), top_p[wide]), float("-inf"))
+    return out, temp, top_p
+
+
+def soft_top_p_probs(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor, alpha: float = 30.0,
+                     *, presorted: bool = False):
     """The paper's differentiable top-p (Sec. 2.2).
 
     ``p = softmax(l / T)``; sort descending, ``c = cumsum``; ``m_sorted = exp(-alpha * ReLU(c - P))``,
     scattered back to vocabulary order; ``p~ = (p * m) / (sum(p * m) + 1e-9)``.
     ``alpha`` (steepness) = 30 as in the released training code. Differentiable in ``T`` and ``P``.
+    ``presorted=True``: ``logits`` are already sorted descending along the last axis (the order of
+    ``softmax(l / T)`` does not depend on ``T > 0``, so a training set can be sorted once); the
+    sort and scatter are skipped and the result is in that sorted order.
     """
     if alpha <= 0:
         raise ValueError(f"alpha must be > 0, got {alpha!r}")
     p = torch.softmax(logits.float() / temperature.unsqueeze(-1), dim=-1)
+    if presorted:
+        m = torch.exp(-alpha * F.relu(p.cumsum(-1) - top_p.unsqueeze(-1)))
+        pm = p * m
+        return pm / (pm.sum(-1, keepdim=True) + 1e-9)
     sorted_p, order = p.sort(dim=-1, descending=True)
     c = sorted_p.cumsum(-1)
     m_sorted = torch.exp(-alpha * F.relu(c - top_p.unsqueeze(-1)))
@@ -210,6 +276,7 @@ def autodeco_loss(
     min_temperature: float = 0.01,
     weights: torch.Tensor | None = None,
     generator: torch.Generator | None = None,
+    presorted: bool = False,
 ) -> tuple[torch.Tensor, dict]:
     """``L = L_T + L_P`` on flattened positions (``hidden (N, H)``, ``logits (N, V)``, ``labels (N,)``).
 
@@ -223,6 +290,9 @@ def autodeco_loss(
 
     ``weights`` (N,) multiplies each position's loss (e.g. multiplicities of accepted samples).
     The base model's logits are treated as constants. Returns ``(loss, parts)``.
+    ``presorted=True``: each row of ``logits`` is sorted descending and ``labels`` are positions in
+    that order (every term is invariant to a permutation of the vocabulary, so the loss is the same;
+    see :func:`soft_top_p_probs`).
     """
     if hidden.dim() != 2 or logits.dim() != 2 or labels.dim() != 1:
         raise ValueError("autodeco_loss expects flattened hidden (N, H), logits (N, V) and labels (N,)")
@@ -247,7 +317,7 @@ def autodeco_loss(
     wt = (w * keep_t).float()
     loss_t = (ce_t * w_dft * wt).sum() / wt.sum().clamp_min(1.0)
     # soft top-p loss
-    q = soft_top_p_probs(logits, temp.clamp_min(1e-8), top_p, alpha=alpha)
+    q = soft_top_p_probs(logits, temp.clamp_min(1e-8), top_p, alpha=alpha, presorted=presorted)
     nll_p = -torch.log(q.gather(-1, labels.unsqueeze(-1)).squeeze(-1) + 1e-9)
     loss_p = (nll_p * w_dft * w).sum() / w.sum().clamp_min(1.0)
     loss = loss_t + loss_p

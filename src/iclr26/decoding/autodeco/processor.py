@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from transformers import LogitsProcessor
 
-from .heads import AutoDecoHeads, warp_logits
+from .heads import AutoDecoHeads, autodeco_step
 
 __all__ = ["AutoDecoLogitsProcessor"]
 
@@ -26,11 +26,17 @@ class AutoDecoLogitsProcessor(LogitsProcessor):
     is called; the processor is also a context manager that removes it on exit.
 
     ``record=True`` keeps the predicted ``(T, P)`` of every step in ``self.history``.
+    Each step is :func:`~.heads.autodeco_step`: one log-softmax of ``l / T`` for the top-p head's
+    features and the nucleus, and the nucleus searched among the ``candidates`` most probable
+    tokens (a full sort only for rows whose nucleus is wider).
     """
 
-    def __init__(self, model, heads: AutoDecoHeads, *, record: bool = False):
+    def __init__(self, model, heads: AutoDecoHeads, *, record: bool = False, candidates: int = 256):
         if not isinstance(heads, AutoDecoHeads):
             raise TypeError(f"heads must be AutoDecoHeads, got {type(heads).__name__}")
+        if not isinstance(candidates, int) or candidates < 1:
+            raise ValueError(f"candidates must be a positive integer, got {candidates!r}")
+        self.candidates = candidates
         out = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
         if out is None:
             raise ValueError("model has no output embedding (lm_head); AutoDeco needs a causal LM head")
@@ -64,7 +70,7 @@ class AutoDecoLogitsProcessor(LogitsProcessor):
                 "(beam search and other batch-expanding modes are not supported)"
             )
         hidden = self._hidden.to(device=scores.device)
-        temp, top_p = self.heads(hidden, scores)
+        warped, temp, top_p = autodeco_step(self.heads, hidden, scores, candidates=self.candidates)
         if self.record:
             self.history.append((temp.cpu(), top_p.cpu()))
-        return warp_logits(scores, temp, top_p).to(scores.dtype)
+        return warped.to(scores.dtype)
