@@ -217,3 +217,103 @@ def test_isoflop_vertex_with_fallback_in_the_experiment():
     hump = [dict(n_params=n, loss=l) for n, l in zip((2e4, 3e4, 6e4, 1e5), (2.0, 2.5, 2.6, 2.1))]
     n, used = _nstar(hump)                        # no minimum: the best observed width
     assert not used and n == 2e4
+
+
+def test_messages_name_the_bad_argument():
+    N, D, L = _runs(n=8)
+    for kw, name in ((dict(N=-N, D=D, loss=L), "N"), (dict(N=N, D=-D, loss=L), "D"), (dict(N=N, D=D, loss=-L), "loss")):
+        with pytest.raises(ValueError, match=f"^{name} must hold finite positive numbers$"):
+            fit_parametric_law(**kw, init_grid=SMALL_GRID)
+    with pytest.raises(ValueError, match="^C must hold"):
+        fit_power_law([-1.0, 2.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="^y must hold"):
+        fit_power_law([1.0, 2.0], [1.0, np.inf])
+    with pytest.raises(ValueError, match="^x must hold"):
+        isoflop_optimum([0.0, 1e7, 1e8], [2.0, 1.0, 2.0])
+    with pytest.raises(ValueError, match="^loss must be finite$"):
+        isoflop_optimum([1e6, 1e7, 1e8], [2.0, np.inf, 2.0])
+    with pytest.raises(ValueError, match="^an IsoFLOP parabola needs at least 3 distinct sizes$"):
+        isoflop_optimum([1e6, 1e6, 1e8], [2.0, 1.0, 2.0])
+    with pytest.raises(ValueError, match="^a power law needs at least 2 distinct budgets$"):
+        fit_power_law([1e18, 1e18], [1.0, 2.0])
+    with pytest.raises(ValueError, match=r"quadratic coefficient -1 <= 0"):
+        isoflop_optimum([1e6, 1e7, 1e8], [1.0, 2.0, 1.0])
+    fit = fit_parametric_law(*_runs(), init_grid=SMALL_GRID)
+    with pytest.raises(ValueError, match="^C must hold"):
+        fit.compute_optimal([0.0])
+    with pytest.raises(ValueError, match="^n_grid must hold"):
+        fit.compute_optimal([1e20], n_grid=[-1.0, 1e6])
+    with pytest.raises(ValueError, match="^huber delta must be > 0"):
+        huber([0.1], -1.0)
+
+
+def test_boundaries_are_allowed():
+    N, D, L = _runs(n=5)
+    fit = fit_parametric_law(N, D, L, init_grid=SMALL_GRID)        # exactly as many runs as parameters
+    assert fit.converged is True and np.isfinite(fit.objective)
+    pl = fit_power_law([1e18, 1e19], [2.0, 4.0])                    # exactly two budgets
+    assert pl.exponent == pytest.approx(np.log10(2.0)) and pl.r2 == 1.0
+    flat = fit_power_law([1e18, 1e19, 1e20], [3.0, 3.0, 3.0])      # no spread: r2 defined as 1
+    assert flat.r2 == 1.0 and flat.exponent == pytest.approx(0.0, abs=1e-12)
+    np.testing.assert_allclose(flat.predict([1e18, 1e21]), [3.0, 3.0])
+    assert fit.compute_optimal([1e20], flops_per_param_token=0.5)[0].shape == (1,)
+    assert huber([1e-3], 1e-3)[0] == pytest.approx(0.5e-6)          # the quadratic branch at |x| = delta
+
+
+def test_power_law_r2_matches_scipy():
+    from scipy import stats
+
+    C = np.array([1e18, 1e19, 1e20, 1e21])
+    y = 0.2 * C**0.47 * np.array([1.1, 0.9, 1.05, 0.97])
+    ref = stats.linregress(np.log(C), np.log(y))
+    pl = fit_power_law(C, y)
+    assert pl.r2 == pytest.approx(ref.rvalue**2, rel=1e-10)
+    assert pl.exponent == pytest.approx(ref.slope, rel=1e-10)
+    assert pl.coefficient == pytest.approx(np.exp(ref.intercept), rel=1e-10)
+
+
+def test_default_grid_and_default_compute_grid(monkeypatch):
+    import iclr26.evaluation.xlstm_scaling.fitting as fitting
+
+    tiny = {"a": (6.0,), "b": (8.0,), "e": (0.5,), "alpha": (0.3, 0.4), "beta": (0.4,)}
+    monkeypatch.setattr(fitting, "PAPER_INIT_GRID", tiny)
+    fit = fitting.fit_parametric_law(*_runs())
+    assert fit.n_inits == 2
+    for k, v in TRUE.items():
+        assert getattr(fit, k) == pytest.approx(v, abs=1e-2)
+    n_star, _ = fit.compute_optimal([1e20])                      # default grid: 1e4..1e13 in 4,000 steps
+    k = (np.log10(n_star[0]) - 4) * 3999 / 9
+    assert k == pytest.approx(round(k), abs=1e-6)
+    a, b = fit.alpha, fit.beta
+    want = (a * fit.A / (b * fit.B)) ** (1 / (a + b)) * (1e20 / 6) ** (b / (a + b))
+    assert n_star[0] == pytest.approx(want, rel=3e-3)
+
+
+def test_builder_configs_and_seeding():
+    t = build_lm("transformer", 32, 50, seed=3)
+    assert t.config.max_position_embeddings == 128 and not t.config.tie_word_embeddings
+    assert t.lm_head.weight.data_ptr() != t.model.embed_tokens.weight.data_ptr()
+    assert t.config.num_key_value_heads == 2 and t.config.intermediate_size == 88
+    t2, t3 = build_lm("transformer", 32, 50, seed=3), build_lm("transformer", 32, 50, seed=4)
+    assert all(torch.equal(p, q) for p, q in zip(t.parameters(), t2.parameters()))
+    assert not all(torch.equal(p, q) for p, q in zip(t.parameters(), t3.parameters()))
+    x = build_lm("xlstm", 32, 50, num_layers=3, num_heads=2, seed=3)
+    c = x.config
+    assert (c.embedding_dim, c.num_blocks, c.num_heads, c.mode, c.autocast_kernel_dtype) == (32, 3, 2, "train", "float32")
+    assert not c.tie_word_embeddings and c.ffn_round_up_to_multiple_of == 8
+    x2 = build_lm("xlstm", 32, 50, num_layers=3, num_heads=2, seed=3)
+    assert all(torch.equal(p, q) for p, q in zip(x.parameters(), x2.parameters()))
+    assert count_params(build_lm("xlstm", 16, 50, num_layers=1, num_heads=1, context_length=16, chunk_size=16)) > 0
+    with pytest.raises(ValueError, match=r"^width 30 must be divisible by 2 \* num_heads = 4$"):
+        build_lm("transformer", 30, 50, num_heads=2)
+    for name in ("vocab_size", "num_layers", "num_heads", "context_length", "chunk_size"):
+        with pytest.raises(ValueError, match=f"^{name} must be a positive integer"):
+            build_lm("xlstm", 32, **{"vocab_size": 50, name: 0})
+    with pytest.raises(ValueError, match="^width must be a positive integer"):
+        build_lm("xlstm", True, 50)
+
+
+def test_flop_count_leaves_no_gradients():
+    m = build_lm("transformer", 16, 30, num_layers=1, context_length=16, seed=0)
+    training_flops_per_token(m, 16, 30)
+    assert all(p.grad is None for p in m.parameters())
