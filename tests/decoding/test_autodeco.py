@@ -5,6 +5,7 @@ import pytest
 import torch
 from transformers import LogitsProcessorList
 
+from iclr26.models.testing import widen_
 from iclr26.models import TinyLMConfig, build_tiny_lm
 from iclr26.decoding.autodeco import (AutoDecoConfig, AutoDecoHeads, AutoDecoLogitsProcessor, autodeco_loss,
                                       soft_top_p_probs, top_p_filter, warp_logits)
@@ -18,11 +19,7 @@ def tiny_lm(seed=0, std=0.4):
     torch.manual_seed(seed)
     model = build_tiny_lm(TinyLMConfig(hidden_size=32, intermediate_size=64), 64, eos_token_id=1,
                           bos_token_id=2).eval()
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() >= 2:
-                p.normal_(0.0, std, generator=g)
+    widen_(model, std, seed)
     return model
 
 

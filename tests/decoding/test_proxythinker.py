@@ -3,6 +3,7 @@ import pytest
 import torch
 from transformers import LogitsProcessorList, PreTrainedTokenizerFast
 
+from iclr26.models.testing import widen_
 from iclr26.models import TinyLMConfig, build_tiny_lm
 from iclr26.decoding.proxythinker import (
     ProxyThinkerLogitsProcessor,
@@ -20,11 +21,7 @@ def tiny_lm(seed, vocab=64, layers=2, std=0.4):
     torch.manual_seed(seed)
     model = build_tiny_lm(TinyLMConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=layers), vocab,
                           eos_token_id=1, bos_token_id=2).eval()
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() >= 2:
-                p.normal_(0.0, std, generator=g)
+    widen_(model, std, seed)
     return model
 
 
@@ -281,11 +278,7 @@ def tiny_qwen2(seed=7, layers=3, std=0.4):
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
                       pad_token_id=0, eos_token_id=1, bos_token_id=2)
     model = Qwen2ForCausalLM(cfg).eval()
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() >= 2:
-                p.normal_(0.0, std, generator=g)
+    widen_(model, std, seed)
     return model
 
 

@@ -6,6 +6,7 @@ import pytest
 import torch
 from transformers import LogitsProcessor
 
+from iclr26.models.testing import widen_
 from iclr26.decoding.rebalance import (
     ReBalanceConfig,
     ReBalanceSteerer,
@@ -22,11 +23,7 @@ def wide_char_lm(seed: int = 0, std: float = 0.4):
     """The tiny Llama with its weight matrices redrawn at std 0.4 (20x the usual 0.02), so that
     distributions are far from uniform and hidden states differ clearly from layer to layer."""
     model, tok = random_char_lm(seed=seed)
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() >= 2:
-                p.normal_(0.0, std, generator=g)
+    widen_(model, std, seed)
     return model, tok
 
 

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import torch
 
+from iclr26.models.testing import widen_
 from iclr26.decoding.step_entropy import (
     compress_cot,
     random_steps_matching_tokens,
@@ -22,11 +23,7 @@ def wide_char_lm(seed: int = 0, std: float = 0.4):
     entropies of about 3.5 of 5.75 bits that vary from position to position, so an off-by-one in
     the position bookkeeping changes the result (the default init is near-uniform, 5.74 bits)."""
     model, tok = random_char_lm(seed=seed)
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() >= 2:
-                p.normal_(0.0, std, generator=g)
+    widen_(model, std, seed)
     return model, tok
 
 

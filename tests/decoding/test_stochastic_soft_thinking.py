@@ -4,6 +4,7 @@ import math
 import pytest
 import torch
 
+from iclr26.models.testing import widen_
 from iclr26.models import TinyLMConfig, build_tiny_lm
 from iclr26.decoding.stochastic_soft_thinking import (gumbel_softmax_weights, js_divergence, replacement_probe,
                                                       soft_thinking_generate, soft_token_weights)
@@ -28,11 +29,7 @@ def tiny_lm(seed=0, std=0.4):
     torch.manual_seed(seed)
     model = build_tiny_lm(TinyLMConfig(hidden_size=32, intermediate_size=64), 64, eos_token_id=1,
                           bos_token_id=2).eval()
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() >= 2:
-                p.normal_(0.0, std, generator=g)
+    widen_(model, std, seed)
     return model
 
 

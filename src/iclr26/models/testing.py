@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-__all__ = ["wide_llama"]
+__all__ = ["wide_llama", "widen_"]
 
 
 def _default_scale(layer: int, part: str) -> float:
@@ -46,4 +46,18 @@ def wide_llama(*, vocab_size: int = 40, hidden_size: int = 24, intermediate_size
                 post_layer(i, layer)
         model.model.embed_tokens.weight.copy_(torch.randn(model.model.embed_tokens.weight.shape, generator=g))
         model.lm_head.weight.copy_(0.5 * torch.randn(model.lm_head.weight.shape, generator=g))
+    return model
+
+
+def widen_(model, std: float = 0.4, seed: int = 0):
+    """Redraw every weight matrix (parameters of 2+ dimensions, in ``parameters()`` order) of
+    ``model`` in place as ``N(0, std^2)`` from a generator seeded with ``seed`` (the usual init is
+    std 0.02, whose next-token distributions are near-uniform); returns ``model``."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() >= 2:
+                p.normal_(0.0, std, generator=g)
     return model
