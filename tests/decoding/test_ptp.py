@@ -534,3 +534,196 @@ def test_counts_reject_bools(teacher, student):
         ptp_generate(teacher, student, [3, 4], True)
     with pytest.raises(ValueError, match="k must be a positive integer, got True"):
         ptp_generate(teacher, student, [3, 4], 3, k=True)
+
+
+# ------------------------------------------------------------------------------ the analytic teacher
+from iclr26.decoding.ptp.toy import (  # noqa: E402
+    IncreasingSequenceTeacher, closed_form_tokens, increasing_sequences, leading_match_length, marginal_probs,
+)
+from iclr26.models.speculative import target_forward  # noqa: E402
+
+
+def _toy_reference_probs(ids, V):
+    """P(next | current) by the rule of the official toy teacher, one entry at a time."""
+    out = np.zeros((len(ids), V))
+    for n, a in enumerate(ids):
+        if a == V - 1:
+            out[n, a] = 1.0
+        else:
+            out[n, a] = out[n, a + 1] = 0.5
+    return out
+
+
+def test_toy_teacher_equals_its_closed_form():
+    V = 7
+    t = IncreasingSequenceTeacher(V)
+    ids = torch.tensor([[0, 1, 1, 3, 5, 6, 6, 2]])
+    p = torch.softmax(t(ids).logits.float(), -1)[0]
+    np.testing.assert_allclose(p.numpy(), _toy_reference_probs(ids[0].tolist(), V), atol=1e-7)
+    _, lg = target_forward(t, ids)             # the interface the library's decoding reads
+    assert torch.equal(lg, t(ids).logits)
+    assert t.config.vocab_size == V and t.config.eos_token_id == V - 1
+    assert torch.equal(t.transition_matrix().sum(1), torch.ones(V))
+    assert not any(p.requires_grad for p in t.parameters()) and not t.training
+    assert IncreasingSequenceTeacher().config.vocab_size == 100     # the official default
+    assert t.config.hidden_size == V and t.lm_head.bias is None
+    two = IncreasingSequenceTeacher(2)                                # the smallest vocabulary
+    assert torch.equal(two.transition_matrix(), torch.tensor([[0.5, 0.5], [0.0, 1.0]]))
+
+
+def test_toy_closed_form_tokens_are_the_teachers_inverse_cdf_samples():
+    V = 12
+    t = IncreasingSequenceTeacher(V)
+    g = torch.Generator().manual_seed(3)
+    prompts = torch.tensor([[0, 0, 1], [4, 5, 5], [9, 10, 10], [0, 1, 11]])
+    u = torch.rand(4, 9, generator=g, dtype=torch.float64)
+    u[0, :3] = torch.tensor([0.5, 0.4999, 0.0])
+    cf = closed_form_tokens(prompts[:, -1], u, V)
+    assert torch.equal(cf, ar_sample(t, prompts, u))
+    assert cf[0, :3].tolist() == [2, 2, 2]                    # u >= 1/2 steps up, u < 1/2 stays
+    assert (cf[3] == V - 1).all() and cf.max() == V - 1       # clamped at the absorbing id
+    # hand example: last token 2, u = (.7, .2, .9, .5) -> 3, 3, 4, 5
+    assert closed_form_tokens(torch.tensor([2]), torch.tensor([[0.7, 0.2, 0.9, 0.5]]), V).tolist() == [[3, 3, 4, 5]]
+
+
+def test_toy_marginals_are_clamped_binomials():
+    from scipy.stats import binom
+
+    V = 8
+    m = marginal_probs(torch.tensor([1, 5]), 4, V)
+    assert m.shape == (2, 4, V) and m.dtype == torch.float64
+    assert torch.equal(marginal_probs(torch.tensor([1]), 1, V)[0, 0], torch.tensor([0, .5, .5, 0, 0, 0, 0, 0]).double())
+    for j in range(1, 5):
+        ref = np.zeros(V)
+        for s in range(j + 1):
+            ref[min(1 + s, V - 1)] += binom.pmf(s, j, 0.5)
+        np.testing.assert_allclose(m[0, j - 1].numpy(), ref, atol=1e-12)
+        ref = np.zeros(V)
+        for s in range(j + 1):
+            ref[min(5 + s, V - 1)] += binom.pmf(s, j, 0.5)
+        np.testing.assert_allclose(m[1, j - 1].numpy(), ref, atol=1e-12)
+    # Monte Carlo agrees with the marginal of the closed-form samples
+    g = torch.Generator().manual_seed(0)
+    u = torch.rand(20000, 4, generator=g, dtype=torch.float64)
+    s = closed_form_tokens(torch.full((20000,), 1), u, V)
+    freq = torch.stack([torch.bincount(s[:, j], minlength=V) for j in range(4)]).double() / 20000
+    assert (freq - m[0]).abs().max() < 0.02
+
+
+def test_toy_sequences_follow_the_official_data():
+    g = torch.Generator().manual_seed(1)
+    s = increasing_sequences(500, 30, 10, g)
+    assert s.shape == (500, 30) and s.dtype == torch.long
+    assert (s[:, 0] == 0).all()
+    d = s.diff(dim=1)
+    assert ((d == 0) | (d == 1)).all() and s.max() == 9
+    assert abs(float((d[s[:, :-1] < 9] == 1).double().mean()) - 0.5) < 0.02
+    assert (increasing_sequences(3, 4, 10, start=9) == 9).all()
+    one = increasing_sequences(2, 1, 10, start=4)
+    assert one.tolist() == [[4], [4]] and one.dtype == torch.long
+    two = increasing_sequences(3, 2, 10, start=4)
+    assert two.shape == (3, 2) and two.dtype == torch.long
+    # the switches are float64 uniforms of the generator, cut at 1/2 (official make_data)
+    u = torch.rand(6, 11, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    ref = torch.cat([torch.zeros(6, 1, dtype=torch.long), (u >= 0.5).long().cumsum(1).clamp(max=9)], 1)
+    assert torch.equal(increasing_sequences(6, 12, 10, torch.Generator().manual_seed(7)), ref)
+    assert torch.equal(increasing_sequences(5, 6, 10, torch.Generator().manual_seed(2)),
+                       increasing_sequences(5, 6, 10, torch.Generator().manual_seed(2)))
+
+
+def test_leading_match_length_hand_example():
+    a = torch.tensor([[1, 2, 3, 4], [1, 2, 3, 4], [0, 2, 3, 4], [1, 2, 9, 4]])
+    b = torch.tensor([[1, 2, 3, 4], [1, 2, 3, 5], [1, 2, 3, 4], [1, 2, 3, 4]])
+    assert leading_match_length(a, b).tolist() == [4, 3, 0, 2]
+
+
+def test_ptp_decoding_on_the_toy_teacher_reproduces_its_samples():
+    V, k = 16, 5
+    t = IncreasingSequenceTeacher(V)
+    torch.manual_seed(0)
+    lm = build_tiny_lm(TinyLMConfig(hidden_size=16, num_hidden_layers=1, intermediate_size=32), V,
+                       pad_token_id=0, bos_token_id=0, eos_token_id=V - 1)
+    s = PTPForCausalLM(lm, PTPConfig(embedding="bins", num_anchors=8)).eval()
+    g = torch.Generator().manual_seed(5)
+    u = torch.rand(30 + k + 1, generator=g, dtype=torch.float64)
+    out, st = ptp_generate(t, s, torch.tensor([0, 1, 1]), 30, k=k, u=u)
+    assert out == closed_form_tokens(torch.tensor([1]), u[None, :30], V)[0].tolist()
+    assert st.new_tokens == 30 and st.target_calls == len(st.accepted)
+    # a student that always proposes the closed form is accepted in full: k + 1 tokens per call
+    class Oracle:
+        def generate_parallel(self, ids, num_tokens, u):
+            return closed_form_tokens(ids[:, -1], u, V), u
+    out2, st2 = ptp_generate(t, Oracle(), torch.tensor([0, 1, 1]), 30, k=k, u=u)
+    assert out2 == out and st2.accepted == [k] * 5 and st2.target_calls == 5
+
+
+def test_toy_rejections():
+    with pytest.raises(ValueError, match="vocab_size must be an integer >= 2"):
+        IncreasingSequenceTeacher(1)
+    with pytest.raises(ValueError, match="vocab_size"):
+        IncreasingSequenceTeacher(True)
+    with pytest.raises(ValueError, match="vocab_size"):
+        IncreasingSequenceTeacher(5.0)
+    t = IncreasingSequenceTeacher(5)
+    with pytest.raises(ValueError, match=r"token ids must lie in \[0, 5\)"):
+        t(torch.tensor([[0, 5]]))
+    with pytest.raises(ValueError, match=r"token ids must lie in \[0, 5\)"):
+        t(torch.tensor([[-1, 2]]))
+    with pytest.raises(ValueError, match="integer tensor"):
+        t(torch.tensor([[0.0, 1.0]]))
+    with pytest.raises(ValueError, match="integer tensor"):
+        t(torch.tensor([[True, False]]))
+    with pytest.raises(ValueError, match=r"input_ids must be \(batch, length\)"):
+        t(torch.tensor([0, 1]))
+    with pytest.raises(ValueError, match=r"^u must lie in \[0, 1\)$"):
+        closed_form_tokens(torch.tensor([0]), torch.tensor([[1.0]]), 5)
+    with pytest.raises(ValueError, match="u must lie in"):
+        closed_form_tokens(torch.tensor([0]), torch.tensor([[-0.1]]), 5)
+    with pytest.raises(ValueError, match=r"need last \(B,\)"):
+        closed_form_tokens(torch.tensor([0, 1]), torch.tensor([[0.1]]), 5)
+    with pytest.raises(ValueError, match=r"need last \(B,\)"):
+        closed_form_tokens(torch.tensor([0]), torch.tensor([0.1]), 5)
+    with pytest.raises(ValueError, match=r"need last \(B,\)"):
+        closed_form_tokens(torch.tensor([0]), torch.tensor([[1]]), 5)
+    with pytest.raises(ValueError, match="token ids"):
+        closed_form_tokens(torch.tensor([5]), torch.tensor([[0.1]]), 5)
+    with pytest.raises(ValueError, match="k must be a positive integer"):
+        marginal_probs(torch.tensor([0]), 0, 5)
+    with pytest.raises(ValueError, match="k must be a positive integer"):
+        marginal_probs(torch.tensor([0]), True, 5)
+    with pytest.raises(ValueError, match=r"last must be \(B,\)"):
+        marginal_probs(torch.tensor([[0]]), 2, 5)
+    with pytest.raises(ValueError, match="n must be a positive integer"):
+        increasing_sequences(0, 3, 5)
+    with pytest.raises(ValueError, match="length must be a positive integer"):
+        increasing_sequences(2, True, 5)
+    with pytest.raises(ValueError, match=r"start must be a token id in \[0, 5\)"):
+        increasing_sequences(2, 3, 5, start=5)
+    with pytest.raises(ValueError, match="start"):
+        increasing_sequences(2, 3, 5, start=-1)
+    with pytest.raises(ValueError, match="start"):
+        increasing_sequences(2, 3, 5, start=False)
+    with pytest.raises(ValueError, match=r"pred and ref must be \(B, K\)"):
+        leading_match_length(torch.zeros(2, 3), torch.zeros(2, 4))
+    with pytest.raises(ValueError, match=r"pred and ref must be \(B, K\)"):
+        leading_match_length(torch.zeros(3), torch.zeros(3))
+
+
+@pytest.mark.llm
+def test_exact_verification_with_smollm2_equals_the_teachers_own_sampling():
+    from iclr26.models import load
+
+    teacher, tok = load("smollm2-135m")
+    torch.manual_seed(0)
+    s = PTPForCausalLM.from_teacher(teacher).eval()
+    ids = torch.tensor(tok("The capital of France is").input_ids)
+    g = torch.Generator().manual_seed(0)
+    u = torch.rand(6 + 3 + 1, generator=g, dtype=torch.float64)
+    out, st = ptp_generate(teacher, s, ids, 6, k=3, u=u, temperature=0.7)
+    assert out == ar_sample(teacher, ids, u[:6], temperature=0.7).tolist()
+    # near-zero u picks the teacher's most likely token first under a peaked distribution: greedy check
+    with torch.no_grad():
+        logits = teacher(ids[None]).logits[0, -1].float()
+    greedy, p = logits.argmax(), torch.softmax(logits, -1)
+    assert int(pick(torch.tensor([float(p[:greedy].sum()) + 1e-9], dtype=torch.float64), p[None])) == int(greedy)
+    del teacher, s

@@ -530,3 +530,134 @@ def test_default_five_folds():
     r = dataset_inference(rng.normal(size=(5, 2)), rng.normal(size=(5, 3, 2)), classifier=LogisticRegression(),
                           random_state=0)
     assert r.n == 5
+
+
+# --------------------------------------------------------------------------- split-sample dataset inference
+class FirstFeature(BaseEstimator, ClassifierMixin):
+    """A fixed score (the first feature) that records, on the class (the test clones it), what the
+    last fitted copy was fitted on and what it scored."""
+    def fit(self, X, y):
+        self.classes_ = np.array([0, 1])
+        FirstFeature.fit_X_, FirstFeature.fit_y_ = X.copy(), y.copy()
+        return self
+
+    def predict_proba(self, X):
+        FirstFeature.scored_X_ = X.copy()
+        s = 1 / (1 + np.exp(-X[:, 0]))
+        return np.stack([1 - s, s], axis=1)
+
+
+def test_split_sample_fits_on_one_half_and_ranks_the_other_by_hand():
+    rng = np.random.default_rng(11)
+    n, k = 20, 5
+    nid, gid = rng.normal(size=(n, 2)), rng.normal(size=(n, k, 2))
+    spy = FirstFeature()
+    from iclr26.evaluation.natural_identifiers import inference as inf
+
+    fit_idx = np.array([0, 3, 4, 9])
+    test_idx = np.array([1, 2, 5])
+    s_nid, s_gid = inf._split_fit(nid, gid, fit_idx, test_idx, spy, 0)
+    fitted = spy.fit_X_.reshape(len(fit_idx), k + 1, 2)
+    np.testing.assert_array_equal(fitted[:, 0], nid[fit_idx])          # the NID row, then its GIDs
+    np.testing.assert_array_equal(fitted[:, 1:], gid[fit_idx])
+    np.testing.assert_array_equal(spy.fit_y_, np.tile([1, 0, 0, 0, 0, 0], len(fit_idx)))
+    np.testing.assert_allclose(s_nid, 1 / (1 + np.exp(-nid[test_idx, 0])))
+    np.testing.assert_allclose(s_gid, 1 / (1 + np.exp(-gid[test_idx, :, 0])))
+
+    r = dataset_inference(nid, gid, classifier=spy, split="half", random_state=3)
+    assert (r.split, r.n_fit, r.n, r.n_gids) == ("half", 10, 10, k)
+    fit_nids = spy.fit_X_.reshape(10, k + 1, 2)[:, 0]
+    held = np.setdiff1d(np.arange(n), r.tested)
+    np.testing.assert_array_equal(np.sort(fit_nids[:, 0]), np.sort(nid[held, 0]))      # disjoint halves
+    assert len(np.intersect1d(held, r.tested)) == 0 and len(r.tested) == 10
+    scored = spy.scored_X_.reshape(10, k + 1, 2)
+    np.testing.assert_array_equal(scored[:, 0], nid[r.tested])                       # only the others scored
+    # rank cells by hand: number of GIDs above the NID (no ties with continuous features)
+    above = (gid[r.tested, :, 0] > nid[r.tested, None, 0]).sum(1)
+    np.testing.assert_array_equal(np.floor(r.ranks * (k + 1)).astype(int), above)
+    ref = stats.kstest(r.ranks, "uniform", alternative="greater")
+    assert (r.statistic, r.pvalue) == (pytest.approx(ref.statistic), pytest.approx(ref.pvalue))
+    # fit_fraction sets the size of the fitting part
+    q = dataset_inference(nid, gid, classifier=FirstFeature(), split="half", fit_fraction=0.25, random_state=3)
+    assert (q.n_fit, q.n, len(q.tested)) == (5, 15, 15)
+    # at least one NID to fit and one to test
+    assert dataset_inference(nid[:2], gid[:2], classifier=FirstFeature(), split="half", fit_fraction=0.01).n_fit == 1
+    assert dataset_inference(nid[:2], gid[:2], classifier=FirstFeature(), split="half", fit_fraction=0.99).n == 1
+    assert dataset_inference(nid, gid, classifier=FirstFeature(), split="half", fit_fraction=0.01).n_fit == 1
+    # the default classifier (the GBDT) is used when none is given
+    g = dataset_inference(nid, gid, split="half", random_state=0)
+    assert g.n == 10 and 0 <= g.pvalue <= 1
+
+
+def test_split_sample_result_fields_of_the_other_forms():
+    rng = np.random.default_rng(12)
+    nid, gid = rng.normal(size=(8, 2)), rng.normal(size=(8, 3, 2))
+    c = dataset_inference(nid, gid, classifier=LogisticRegression(), n_splits=2, random_state=0)
+    assert (c.split, c.n_fit, c.n) == ("crossfit", 0, 8)
+    np.testing.assert_array_equal(c.tested, np.arange(8))
+    one = dataset_inference(nid[:, 0], gid[..., 0], split="half", random_state=0)     # one score: no classifier
+    assert (one.split, one.n_fit, one.n) == ("none", 0, 8)
+    np.testing.assert_array_equal(one.tested, np.arange(8))
+    # the cross-fitted default is unchanged by the new options
+    np.testing.assert_allclose(c.ranks, dataset_inference(nid, gid, classifier=LogisticRegression(), n_splits=2,
+                                                          random_state=0, split="crossfit").ranks)
+    # the split is drawn from random_state: same state, same split; another state, another split
+    a = dataset_inference(nid, gid, classifier=LogisticRegression(), split="half", random_state=1)
+    b = dataset_inference(nid, gid, classifier=LogisticRegression(), split="half", random_state=1)
+    np.testing.assert_array_equal(a.tested, b.tested) ; np.testing.assert_allclose(a.ranks, b.ranks)
+    assert any(not np.array_equal(a.tested, dataset_inference(nid, gid, classifier=LogisticRegression(),
+                                                               split="half", random_state=s).tested)
+               for s in range(2, 6))
+
+
+def test_split_sample_is_valid_under_the_null_where_cross_fitting_is_not():
+    # pure-noise features; a 1-NN classifier memorises its training rows. The cross-fitted form ranks
+    # NIDs scored by classifiers fitted on each other's labels (dependent ranks); the split form tests
+    # only rows the classifier never saw, so its size is exactly alpha.
+    rng = np.random.default_rng(13)
+    knn = KNeighborsClassifier(n_neighbors=1)
+    rej = [dataset_inference(rng.normal(size=(20, 4)), rng.normal(size=(20, 15, 4)), classifier=knn, split="half",
+                             random_state=i).reject(0.05) for i in range(500)]
+    lo, hi = stats.binomtest(int(np.sum(rej)), 500).proportion_ci(0.99)
+    assert lo <= 0.05 <= hi
+    lr = LogisticRegression()
+    rej_lr = [dataset_inference(rng.normal(size=(20, 4)), rng.normal(size=(20, 15, 4)), classifier=lr, split="half",
+                                random_state=i).reject(0.1) for i in range(200)]
+    lo, hi = stats.binomtest(int(np.sum(rej_lr)), 200).proportion_ci(0.99)
+    assert lo <= 0.1 <= hi
+
+
+def test_split_sample_has_power_under_an_alternative():
+    rng = np.random.default_rng(14)
+    nid = rng.normal(size=(60, 3)); nid[:, 1] += 2.0
+    r = dataset_inference(nid, rng.normal(size=(60, 15, 3)), classifier=LogisticRegression(), split="half",
+                          random_state=0)
+    assert r.pvalue < 1e-6 and r.n == 30
+    # the classifier learns the orientation on the fitting half: a feature lower for members works too
+    nid2 = rng.normal(size=(60, 3)); nid2[:, 0] -= 2.0
+    assert dataset_inference(nid2, rng.normal(size=(60, 15, 3)), classifier=LogisticRegression(), split="half",
+                             random_state=0).pvalue < 1e-6
+    # a weak signal: the rejection rate at 0.05 is far above 0.05
+    rej = []
+    for i in range(60):
+        nid3 = rng.normal(size=(40, 3)); nid3[:, 2] += 0.8
+        rej.append(dataset_inference(nid3, rng.normal(size=(40, 15, 3)), classifier=LogisticRegression(),
+                                     split="half", random_state=i).reject(0.05))
+    assert np.mean(rej) > 0.5
+
+
+def test_split_sample_rejects_bad_input():
+    z, g = np.zeros((4, 2)), np.zeros((4, 3, 2))
+    with exact(ValueError, r"split must be 'crossfit' or 'half', got 'thirds'"):
+        dataset_inference(z, g, split="thirds")
+    for bad in (0, 1, 0.0, 1.0, -0.5, 1.5, True, "0.5", None):
+        with exact(ValueError, rf"fit_fraction must be a number in \(0, 1\), got {bad!r}"):
+            dataset_inference(z, g, split="half", fit_fraction=bad)
+    with exact(ValueError, r"split='half' needs at least 2 NIDs \(one to fit, one to test\), got 1"):
+        dataset_inference(np.zeros((1, 2)), np.zeros((1, 3, 2)), split="half")
+    # n_splits is not used by the split-sample form
+    rng = np.random.default_rng(0)
+    assert dataset_inference(rng.normal(size=(4, 2)), rng.normal(size=(4, 3, 2)), split="half", n_splits=99,
+                             classifier=LogisticRegression()).n == 2
+    assert dataset_inference(rng.normal(size=(4, 2)), rng.normal(size=(4, 3, 2)), split="half",
+                             fit_fraction=np.float64(0.5), classifier=LogisticRegression()).n == 2

@@ -341,3 +341,69 @@ def test_progressive_fit_matches_hand_written_training():
         np.testing.assert_allclose(clf.lambdas_[o], L[o], atol=1e-10)
     assert clf.classes_.tolist() == [0, 1] and clf.n_features_in_ == 4
     assert clf.cascade_thresholds_ is None and (clf.temperatures_ == 1).all()
+
+
+# --------------------------------------------------------------------------- real activations (experiment data)
+def test_prompt_set_shares_frames_between_classes():
+    from iclr26.interpretability.tpc.experiment import BENIGN, FRAMES, HARMFUL, prompt_set
+
+    assert len(FRAMES) == 16 and len(HARMFUL) == len(BENIGN) == 50
+    assert len(set(HARMFUL)) == 50 and len(set(BENIGN)) == 50 and not set(HARMFUL) & set(BENIGN)
+    texts, labels, frames, acts = prompt_set(3, 4)
+    assert len(texts) == 2 * 3 * 4 and labels.sum() == 12
+    assert texts[0] == FRAMES[0].format(HARMFUL[0]) and texts[-1] == FRAMES[2].format(BENIGN[3])
+    # every frame occurs equally often in both classes: the frame carries no label
+    for f in range(3):
+        assert ((frames == f) & (labels == 1)).sum() == ((frames == f) & (labels == 0)).sum() == 4
+    assert set(acts) == {0, 1, 2, 3}
+
+
+def test_real_split_keeps_frames_and_activities_apart():
+    from iclr26.interpretability.tpc.experiment import SCALES, prompt_set, real_split
+
+    cfg = SCALES["quick"]["real"]
+    texts, labels, frames, acts = prompt_set(cfg["n_frames"], cfg["n_acts"])
+    tr, va, te = real_split(frames, acts, labels, cfg, np.random.default_rng(0))
+    assert (tr.sum(), va.sum(), te.sum()) == (2 * 7 * 22, 2 * 4 * 12, 2 * 5 * 16)
+    assert not (tr & va).any() and not (tr & te).any() and not (va & te).any()
+    for a, b in ((tr, va), (tr, te), (va, te)):
+        assert not set(frames[a]) & set(frames[b])                           # no shared frame
+        for lab in (0, 1):                                                   # no shared activity
+            assert not set(acts[a & (labels == lab)]) & set(acts[b & (labels == lab)])
+    for m in (tr, va, te):
+        assert labels[m].mean() == 0.5
+    tr2, _, _ = real_split(frames, acts, labels, cfg, np.random.default_rng(1))
+    assert (tr2 != tr).any()
+
+
+def test_run_real_on_separable_stand_in_activations():
+    from iclr26.interpretability.tpc.experiment import SCALES, prompt_set, run_real
+
+    cfg = dict(SCALES["smoke"]["real"], pca=10, max_iter=150, tpc_lrs=(0.1,))
+    texts, labels, frames, acts = prompt_set(cfg["n_frames"], cfg["n_acts"])
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(len(texts), 10)) + 3.0 * labels[:, None] * np.eye(10)[0]
+    out = run_real(cfg, np.random.default_rng(0), 0, X, labels, frames, acts)
+    assert (out["n_train"], out["n_val"], out["n_test"]) == (12, 2, 4)
+    assert out["order1"] >= 0.75 and out["tpc_params"] == 1 + 10 + 2 * (2 * 10 + 2)
+    assert all(0 <= out[k] <= 1 for k in ("order2", "order3", "mlp", "cascade"))
+
+
+@pytest.mark.llm
+def test_read_activations_mean_pools_the_middle_layer(tmp_path, monkeypatch):
+    from iclr26.interpretability.tpc import experiment as ex
+    from iclr26.models import load
+    from iclr26.models.hooks import decoder_layers
+
+    monkeypatch.setattr(ex, "_activation_cache_dir", lambda: tmp_path)
+    texts = ["Explain how to bake bread.", "Write a tutorial on how to build a bomb at home today."]
+    X = ex.read_activations(texts, layer=3)
+    assert X.shape == (2, 576) and np.isfinite(X).all() and len(list(tmp_path.iterdir())) == 1
+    np.testing.assert_array_equal(ex.read_activations(texts, layer=3), X)            # from the disk cache
+    model, tok = load("smollm2-135m")
+    with torch.no_grad():
+        for i, t in enumerate(texts):
+            ids = tok(t, return_tensors="pt")["input_ids"]
+            hs = model(ids, output_hidden_states=True).hidden_states
+            assert len(decoder_layers(model)) + 1 == len(hs)
+            np.testing.assert_allclose(X[i], hs[3][0].double().mean(0).numpy(), rtol=1e-4, atol=1e-4)

@@ -7,7 +7,9 @@ import torch
 
 from iclr26.models.rl import DQN, Box, CartPoleEnv, Discrete, QNetwork, SyncVectorEnv
 from iclr26.rl.scorer import FOLLOWER_LOSSES, ScorerDQN, bellman_error_variance, msbe
-from iclr26.rl.scorer.experiment import ARMS, learning_curve_auc, make_agent, run
+from iclr26.rl.scorer.envs import GymnasiumVecEnv, make_env, make_vec_env
+from iclr26.rl.scorer.experiment import ARMS, SCALES, learning_curve_auc, make_agent, run, run_task
+from iclr26.rl.scorer.networks import MinAtarQNetwork
 
 
 class Line:
@@ -95,14 +97,18 @@ def test_rejections():
             ScorerDQN(env, **{name: 0})
         with pytest.raises(ValueError, match=name):
             ScorerDQN(env, **{name: 1.5})
-    # a network without the encoder/head split fails when the two optimizers are built
+    # a network without the encoder/head split is refused before anything is built
     flat = torch.nn.Sequential(torch.nn.Linear(3, 2))
-    with pytest.raises(AttributeError, match="head"):
+    with pytest.raises(ValueError, match=r"q_net with .encoder and .head sub-modules; missing: \['encoder', 'head'\]"):
         ScorerDQN(env, q_net=flat)
     half = torch.nn.Module()
     half.encoder = torch.nn.Linear(3, 4)                 # an encoder without a head
-    with pytest.raises(AttributeError, match="head"):
+    with pytest.raises(ValueError, match=r"missing: \['head'\]$"):
         ScorerDQN(env, q_net=half)
+    headless = torch.nn.Module()
+    headless.head = torch.nn.Linear(4, 2)                # a head without an encoder
+    with pytest.raises(ValueError, match=r"missing: \['encoder'\]$"):
+        ScorerDQN(env, q_net=headless)
     own = QNetwork(3, 2, latent_dim=8, hidden=8)
     agent = ScorerDQN(env, q_net=own)                    # a user's split network is accepted and used
     assert agent.q_net is own and agent.optimizers[0].param_groups[0]["params"][0] is own.head[0].weight
@@ -228,23 +234,222 @@ def test_learning_curve_auc():
 
 
 def test_make_agent_arms():
-    cfg = dict(exploration_steps=10, learning_starts=5, target_update_interval=10)
+    cfg = dict(exploration_steps=10, learning_starts=5, target_update_interval=10, lr=2e-4, lr_enc=6e-4)
     env = SyncVectorEnv([CartPoleEnv])
-    assert type(make_agent("dqn", env, cfg, 0)) is DQN
-    assert make_agent("scorer", env, cfg, 0).follower_loss == "be_variance"
+    dqn = make_agent("dqn", env, cfg, 0)
+    assert type(dqn) is DQN and dqn.optimizers[0].param_groups[0]["lr"] == 2e-4
+    sc = make_agent("scorer", env, cfg, 0)
+    assert sc.follower_loss == "be_variance" and (sc.lr_q, sc.lr_enc) == (2e-4, 6e-4)
     assert make_agent("scorer_msbe", env, cfg, 0).follower_loss == "msbe"
+    for a, b in zip(dqn.q_net.parameters(), sc.q_net.parameters()):     # one initial network for every arm
+        torch.testing.assert_close(a, b)
+    assert (dqn.exploration_steps if hasattr(dqn, "exploration_steps") else dqn.eps_steps) == 10
+    assert dqn.learning_starts == 5 and dqn.target_update_interval == 10 and dqn.eps1 == 0.05
     assert ARMS == ("dqn", "scorer", "scorer_msbe")
-    with pytest.raises(ValueError, match="unknown arm"):
+    with pytest.raises(ValueError, match="unknown arm 'ppo'; allowed: dqn, scorer, scorer_msbe"):
         make_agent("ppo", env, cfg, 0)
+    mcfg = dict(cfg, network="minatar", exploration_final_eps=0.01, buffer_size=300, batch_size=8)
+    m = make_agent("scorer", make_vec_env("MinAtar/Breakout-v1", 2), mcfg, 0)
+    assert isinstance(m.q_net, MinAtarQNetwork) and m.eps1 == 0.01 and m.buffer.capacity == 300 and m.batch_size == 8
 
 
-def test_smoke_run_is_deterministic():
-    a, b = run("smoke", 0), run("smoke", 0)
-    assert a["metrics"] == b["metrics"]
+def test_run_task_is_deterministic_and_pairs_the_arms():
+    cfg = dict(SCALES["smoke"]["tasks"][""], total_timesteps=400, n_envs=4, eval_max_steps=20)
+    a, b = run_task(cfg, 3), run_task(cfg, 3)
+    assert a[0] == b[0] and set(a[0]["final_return"]) == set(ARMS)
+    assert a[1]["updates"] == {"dqn": 50, "scorer": 50, "scorer_msbe": 50}
+    assert all(len(v) == 2 and max(v) <= 20 for v in a[1]["eval_returns"].values())
+
+
+def test_smoke_run_measures_every_claim():
+    a = run("smoke", 0)
     assert set(a["metrics"]["final_return"]) == set(ARMS)
+    assert set(a["metrics"]) == {"final_return", "auc", "acrobot_final_return", "acrobot_auc",
+                                 "breakout_final_return", "breakout_auc"}
+    assert set(a["metrics"]["breakout_auc"]) == {"dqn", "scorer"}
+    # every scale runs the same metrics and arms (the claims read them at every scale)
+    for scale in SCALES.values():
+        assert set(scale["tasks"]) == {"", "acrobot_", "breakout_"}
+        assert scale["tasks"][""]["env_id"] == "CartPole-v1" and scale["tasks"]["acrobot_"]["env_id"] == "Acrobot-v1"
 
 
 @pytest.mark.slow
 def test_quick_scale_runs():
     out = run("quick", 0)
     assert all(np.isfinite(v) for m in out["metrics"].values() for v in m.values())
+
+
+# ----------------------------------------------------------------------------- gymnasium vector envs
+def test_vec_env_matches_gymnasium_step_for_step():
+    """The adapter returns exactly what n independent gymnasium CartPole-v1 copies return, with the
+    true last observation of a finished episode in final_obs and the episode return counted."""
+    import gymnasium
+
+    vec = make_vec_env("CartPole-v1", 3)
+    assert isinstance(vec, GymnasiumVecEnv) and vec.num_envs == 3 and vec.single_action_space.n == 2
+    refs = [gymnasium.make("CartPole-v1") for _ in range(3)]
+    obs = vec.reset(seed=7)
+    ref_obs = np.stack([r.reset(seed=7 + i)[0] for i, r in enumerate(refs)])
+    np.testing.assert_array_equal(obs, ref_obs)
+    rng = np.random.default_rng(0)
+    ret, finished = np.zeros(3), 0
+    for _ in range(120):
+        a = rng.integers(0, 2, 3)
+        obs, rew, term, trunc, info = vec.step(a)
+        for i, r in enumerate(refs):
+            o, rr, te, tr, _ = r.step(int(a[i]))
+            ret[i] += rr
+            assert rew[i] == rr and term[i] == te and trunc[i] == tr
+            if te or tr:
+                np.testing.assert_array_equal(info["final_obs"][i], o)
+                assert ret[i] in info["episode_returns"]
+                finished += 1
+                ret[i] = 0.0
+                o, _ = r.reset()
+                assert not np.array_equal(obs[i], info["final_obs"][i])
+            else:
+                assert info["final_obs"][i] is None
+            np.testing.assert_array_equal(obs[i], o)
+        assert len(info["episode_returns"]) == int(np.sum(term | trunc))
+    assert finished >= 3 and obs.dtype == np.float32
+    with pytest.raises(ValueError, match=r"actions must have shape \(3,\), got \(2,\)"):
+        vec.step(np.zeros(2, int))
+    vec.close()
+
+
+def test_vec_env_rejections_and_minatar():
+    import gymnasium
+
+    nxt = gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("CartPole-v1")])     # NEXT_STEP autoreset
+    with pytest.raises(ValueError, match="autoreset_mode=SAME_STEP, got .*NEXT_STEP"):
+        GymnasiumVecEnv(nxt)
+    for bad in (0, 1.5):
+        with pytest.raises(ValueError, match=f"n_envs must be an integer >= 1, got {bad}"):
+            make_vec_env("CartPole-v1", bad)
+    env = make_env("MinAtar/Breakout-v1")                     # registers the MinAtar ids on demand
+    assert env.action_space.n == 3 and env.observation_space.shape == (10, 10, 4)
+    assert make_env("MinAtar/Breakout-v1", max_episode_steps=7).spec.max_episode_steps == 7
+    vec = make_vec_env("MinAtar/Breakout-v1", 2)
+    o = vec.reset(seed=0)
+    assert o.shape == (2, 10, 10, 4) and o.dtype == np.float32 and set(np.unique(o)) <= {0.0, 1.0}
+    assert make_env("Acrobot-v1").action_space.n == 3
+
+
+# ----------------------------------------------------------------------------- MinAtar network
+def test_minatar_network_layout_and_init():
+    torch.manual_seed(0)
+    net = MinAtarQNetwork((10, 10, 4), 3)
+    enc = [m for m in net.encoder if isinstance(m, torch.nn.Linear)]
+    head = [m for m in net.head if isinstance(m, torch.nn.Linear)]
+    assert [(m.in_features, m.out_features) for m in enc] == [(400, 128), (128, 128)]
+    assert [(m.in_features, m.out_features) for m in head] == [(128, 128), (128, 3)]
+    assert [type(m).__name__ for m in net.encoder] == ["Flatten", "L1Norm", "Linear", "ReLU", "Linear", "ReLU",
+                                                       "L1Norm"]
+    assert [type(m).__name__ for m in net.head] == ["Linear", "ReLU", "Linear"]
+    for m, gain in zip(enc + head, [2 ** 0.5] * 3 + [0.01]):
+        w = m.weight.detach()
+        rows = w if w.shape[0] <= w.shape[1] else w.T          # orthogonal rows (or columns) of norm = gain
+        torch.testing.assert_close(rows @ rows.T, gain ** 2 * torch.eye(rows.shape[0]), atol=1e-5, rtol=1e-4)
+        assert torch.all(m.bias == 0)
+    x = (torch.rand(5, 10, 10, 4) < 0.1).float()
+    z = net.encoder(x)
+    torch.testing.assert_close(z.abs().mean(-1), torch.ones(5), atol=1e-4, rtol=1e-4)   # L1Norm output
+    manual = torch.relu(enc[0](x.flatten(1) / (x.flatten(1).abs().mean(-1, keepdim=True) + 1e-6)))
+    manual = torch.relu(enc[1](manual))
+    manual = manual / (manual.abs().mean(-1, keepdim=True) + 1e-6)
+    torch.testing.assert_close(z, manual)
+    torch.testing.assert_close(net(x), net.head(z))
+    assert net(x).shape == (5, 3)
+    clone = MinAtarQNetwork((10, 10, 4), 3)
+    clone.load_state_dict(net.state_dict())
+    torch.testing.assert_close(clone(x), net(x))
+    assert MinAtarQNetwork((10, 10, 6), 6, latent_dim=16, hidden=8)(torch.zeros(2, 10, 10, 6)).shape == (2, 6)
+    with pytest.raises(ValueError, match=r"must all be positive, got \(10, 10, 4\), 0, 128, 128"):
+        MinAtarQNetwork((10, 10, 4), 0)
+    with pytest.raises(ValueError, match="must all be positive"):
+        MinAtarQNetwork((10, 10, 4), 3, latent_dim=0)
+    with pytest.raises(ValueError, match="must all be positive"):
+        MinAtarQNetwork((10, 10, 4), 3, hidden=0)
+
+
+def test_scorer_learns_on_minatar_vector_env():
+    torch.manual_seed(0)
+    env = make_vec_env("MinAtar/Breakout-v1", 4)
+    net = MinAtarQNetwork((10, 10, 4), 3, latent_dim=32, hidden=32)
+    agent = ScorerDQN(env, q_net=net, lr_enc=5e-4, learning_starts=40, batch_size=16, buffer_size=500,
+                      exploration_steps=100, target_update_interval=80, seed=0)
+    enc0 = [p.detach().clone() for p in net.encoder.parameters()]
+    agent.learn(200)
+    assert agent.log.n_updates == 40 and agent.num_timesteps == 200
+    assert all(not torch.equal(a, b) for a, b in zip(enc0, net.encoder.parameters()))
+    ret = agent.evaluate(make_env("MinAtar/Breakout-v1", max_episode_steps=30), n_episodes=2, seed=3)
+    assert ret.shape == (2,) and np.all(ret >= 0)
+
+
+class FakeSameStepVec:
+    """A minimal same-step-autoreset vector env that returns plain lists (ints, bools as ints)."""
+
+    def __init__(self):
+        import gymnasium
+
+        self.metadata = {"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP}
+        self.num_envs = 2
+        self.single_observation_space = Box(0, 1, shape=(2,))
+        self.single_action_space = Discrete(2)
+
+    def reset(self, seed=None):
+        return [[0, 1], [1, 0]], {}
+
+    def step(self, actions):
+        return ([[1, 1], [0, 0]], [2, 3], [1, 0], [0, 0],
+                {"final_obs": [np.array([True, False]), None], "_final_obs": np.array([True, False])})
+
+
+def test_vec_env_casts_whatever_the_vector_env_returns():
+    vec = GymnasiumVecEnv(FakeSameStepVec())
+    o = vec.reset(seed=0)
+    assert o.dtype == np.float32 and o.tolist() == [[0, 1], [1, 0]]
+    obs, rew, term, trunc, info = vec.step(np.array([0, 1]))
+    assert obs.dtype == np.float32 and rew.dtype == np.float64 and term.dtype == bool and trunc.dtype == bool
+    assert rew.tolist() == [2.0, 3.0] and term.tolist() == [True, False] and trunc.tolist() == [False, False]
+    assert info["final_obs"][0].dtype == np.float32 and info["final_obs"][0].tolist() == [1.0, 0.0]
+    assert info["final_obs"][1] is None and info["episode_returns"] == [2.0]
+    obs, rew, term, trunc, info = vec.step(np.array([0, 1]))
+    assert info["episode_returns"] == [2.0]                  # env 1's running return is 6 and not reported
+    with pytest.raises(ValueError, match="autoreset_mode=SAME_STEP, got None"):
+        GymnasiumVecEnv(object())                          # no metadata at all
+
+
+def test_make_env_registers_minatar_once_and_passes_kwargs():
+    import warnings
+
+    import gymnasium
+
+    for k in [k for k in gymnasium.registry if k.startswith("MinAtar/")]:
+        del gymnasium.registry[k]                           # as in a fresh process
+    env = make_env("MinAtar/Breakout-v1")
+    assert env.action_space.n == 3 and "MinAtar/Asterix-v0" in gymnasium.registry
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        make_env("MinAtar/Breakout-v1")                     # already registered: not registered again
+        make_env("CartPole-v1")
+    assert not [w for w in caught if "Overrid" in str(w.message)]
+    vec = make_vec_env("CartPole-v1", 1, max_episode_steps=5)
+    assert vec.num_envs == 1
+    vec.reset(seed=0)
+    trunc = [vec.step(np.array([i % 2]))[3][0] for i in range(5)]
+    assert trunc == [False] * 4 + [True]                    # the kwargs reach every copy
+    vec = make_vec_env("MinAtar/Breakout-v1", 2)
+    vec.reset(seed=1)
+    for _ in range(500):                                    # random play loses the ball quickly
+        obs, rew, term, trunc, info = vec.step(np.array([0, 2]))
+        if info["episode_returns"]:
+            break
+    done = [f for f in info["final_obs"] if f is not None]
+    assert done and done[0].dtype == np.float32 and done[0].shape == (10, 10, 4) and obs.dtype == np.float32
+
+
+def test_minatar_network_size_edges():
+    assert MinAtarQNetwork((10, 10, 4), 1, latent_dim=1, hidden=1)(torch.zeros(1, 10, 10, 4)).shape == (1, 1)
+    with pytest.raises(ValueError, match=r"got \(0, 10, 4\)"):
+        MinAtarQNetwork((0, 10, 4), 3)

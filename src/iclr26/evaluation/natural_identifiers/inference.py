@@ -9,6 +9,14 @@ its GIDs are exchangeable given the classifier fitted on the other folds, so the
 its ``k + 1`` candidates is uniform. The ranks are turned into exact Uniform(0, 1) values (random
 tie-breaking plus a uniform jitter inside the rank cell) and tested with Kolmogorov-Smirnov; the
 paper declares "trained on" when p < 0.01.
+
+The cross-fitted ranks are each uniform but not independent (the classifier that scores one fold was
+fitted on the labels of the others), so the KS test over all of them is anti-conservative (README,
+"What the quick check found"). ``split="half"`` is the split-sample form: the classifier is fitted on
+the NIDs (with their GIDs) of a random ``fit_fraction`` of the suspect set and scores only the
+others, whose ranks are then independent and exactly uniform under H0 given the fitted classifier.
+This is the train-on-one-half, test-on-the-other design of LLM dataset inference (Maini et al. 2024,
+Sec. 4), applied to the NID/GID ranks.
 """
 from __future__ import annotations
 
@@ -61,7 +69,10 @@ class DatasetInferenceResult:
     statistic: the one-sample KS statistic of the NIDs' rank values against Uniform(0, 1);
     pvalue: its p-value (small = the suspect set was trained on);
     ranks: per NID, its rank value in (0, 1), small = the NID looks more trained-on than its GIDs;
-    n: number of NIDs; n_gids: GIDs per NID; alternative: the KS alternative used.
+    n: number of NIDs tested (ranked); n_gids: GIDs per NID; alternative: the KS alternative used;
+    split: "crossfit" or "half" (how the classifier was fitted; "none" for a single score);
+    n_fit: NIDs spent on fitting the classifier and left out of the test (``split="half"``; else 0);
+    tested: indices (into the suspect set) of the NIDs whose ranks are in ``ranks``.
     """
     statistic: float
     pvalue: float
@@ -69,6 +80,9 @@ class DatasetInferenceResult:
     n: int
     n_gids: int
     alternative: str
+    split: str = "none"
+    n_fit: int = 0
+    tested: np.ndarray | None = None
 
     def reject(self, alpha: float = 0.01) -> bool:
         """The paper's decision: 'trained on' when p < alpha (alpha = 0.01 in Sec. 5)."""
@@ -97,8 +111,24 @@ def _cross_fit(nid, gid, n_splits, classifier, seed):
     return scores[:, 0], scores[:, 1:]
 
 
+def _split_fit(nid, gid, fit_idx, test_idx, classifier, seed):
+    """Scores of the ``test_idx`` NIDs and their GIDs from a classifier fitted on the ``fit_idx`` ones."""
+    from sklearn.base import clone
+
+    n, k, f = gid.shape
+
+    def rows(idx):
+        return np.concatenate([nid[idx, None, :], gid[idx]], axis=1).reshape(len(idx) * (k + 1), f)
+
+    y = np.tile(np.r_[1, np.zeros(k, dtype=int)], len(fit_idx))
+    clf = clone(classifier if classifier is not None else _default_classifier(seed)).fit(rows(fit_idx), y)
+    scores = clf.predict_proba(rows(test_idx))[:, list(clf.classes_).index(1)].reshape(len(test_idx), k + 1)
+    return scores[:, 0], scores[:, 1:]
+
+
 def dataset_inference(nid_features, gid_features, n_splits: int = 5, classifier=None,
-                      alternative: str = "greater", random_state=None) -> DatasetInferenceResult:
+                      alternative: str = "greater", random_state=None, split: str = "crossfit",
+                      fit_fraction: float = 0.5) -> DatasetInferenceResult:
     """Test whether the suspect set's NIDs were trained on, with their GIDs as the hold-out (Sec. 5).
 
     ``nid_features``: (n,) one score per NID or (n, F) features; ``gid_features``: (n, k) or
@@ -109,6 +139,12 @@ def dataset_inference(nid_features, gid_features, n_splits: int = 5, classifier=
 
     ``alternative``: "greater" (default) tests that NIDs rank above their GIDs (the trained-on
     direction); "two-sided" tests any departure from uniform ranks.
+
+    ``split`` (F > 1 only): "crossfit" (default) scores every NID out of fold, as above; "half" is
+    the split-sample form: a random ``fit_fraction`` of the NIDs (at least one; the paper's
+    reference design, Maini et al. 2024, uses half) and their GIDs fit the classifier, and only the
+    remaining NIDs are ranked and tested, which keeps the test exact under H0 at the price of fewer
+    tested NIDs. ``n_splits`` is not used by "half".
     """
     nid = np.asarray(nid_features, dtype=float)
     gid = np.asarray(gid_features, dtype=float)
@@ -124,19 +160,37 @@ def dataset_inference(nid_features, gid_features, n_splits: int = 5, classifier=
         raise ValueError("features must be finite")
     if alternative not in ("greater", "two-sided"):
         raise ValueError(f"alternative must be 'greater' or 'two-sided', got {alternative!r}")
+    if split not in ("crossfit", "half"):
+        raise ValueError(f"split must be 'crossfit' or 'half', got {split!r}")
+    if isinstance(fit_fraction, (bool, np.bool_)) or not isinstance(fit_fraction, (int, float, np.floating)) \
+            or not 0 < fit_fraction < 1:
+        raise ValueError(f"fit_fraction must be a number in (0, 1), got {fit_fraction!r}")
     rng = np.random.default_rng(random_state)
+    tested = np.arange(n)
+    used = "none"
     if f == 1:
         s_nid, s_gid = nid[:, 0], gid[..., 0]
-    else:
+    elif split == "crossfit":
         if not isinstance(n_splits, (int, np.integer)) or not 2 <= n_splits <= n:
             raise ValueError(f"n_splits must be an integer in [2, n] = [2, {n}] with F > 1 features, got {n_splits!r}")
         seed = int(rng.integers(2**31 - 1))
         s_nid, s_gid = _cross_fit(nid, gid, n_splits, classifier, seed)
+        used = "crossfit"
+    else:
+        if n < 2:
+            raise ValueError(f"split='half' needs at least 2 NIDs (one to fit, one to test), got {n}")
+        n_fit = min(n - 1, max(1, int(round(fit_fraction * n))))
+        seed = int(rng.integers(2**31 - 1))
+        perm = rng.permutation(n)
+        fit_idx, tested = np.sort(perm[:n_fit]), np.sort(perm[n_fit:])
+        s_nid, s_gid = _split_fit(nid, gid, fit_idx, tested, classifier, seed)
+        used = "half"
     above = (s_gid > s_nid[:, None]).sum(1)
     ties = (s_gid == s_nid[:, None]).sum(1)
     rank = above + rng.integers(0, ties + 1)  # uniform on {0..k} under H0
-    u = (rank + rng.random(n)) / (k + 1)      # exactly Uniform(0, 1) under H0
+    u = (rank + rng.random(len(s_nid))) / (k + 1)      # exactly Uniform(0, 1) under H0
     # scipy's "greater": the empirical CDF lies above the uniform one, i.e. the NIDs rank near the top
     res = stats.kstest(u, "uniform", alternative=alternative)
-    return DatasetInferenceResult(statistic=float(res.statistic), pvalue=float(res.pvalue), ranks=u, n=n,
-                                  n_gids=k, alternative=alternative)
+    return DatasetInferenceResult(statistic=float(res.statistic), pvalue=float(res.pvalue), ranks=u, n=len(u),
+                                  n_gids=k, alternative=alternative, split=used, n_fit=n - len(u),
+                                  tested=tested)

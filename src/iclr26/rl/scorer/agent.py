@@ -21,7 +21,8 @@ The Q-network is split as ``Q_theta(f_phi(s), .)`` (:class:`iclr26.models.rl.QNe
   ``follower_interval`` updates.
 
 Defaults are the official code's classic-control settings: ``lr_q = 1e-4``, ``lr_enc = 3e-4``,
-both players once per update, one follower step, independent batches for the two players.
+both players once per update, one follower step, independent batches for the two players (its
+MinAtar settings use ``lr_enc = 5e-4`` and the network of :mod:`.networks`).
 """
 from __future__ import annotations
 
@@ -63,13 +64,15 @@ class ScorerDQN(DQN):
                         ("follower_steps", follower_steps)):
             if not (isinstance(v, int) and v >= 1):
                 raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
+        q_net = dqn_kwargs.get("q_net")
+        missing = [part for part in ("encoder", "head") if q_net is not None and not hasattr(q_net, part)]
+        if missing:
+            raise ValueError(f"ScorerDQN needs a q_net with .encoder and .head sub-modules; missing: {missing}")
         self.lr_q, self.lr_enc = float(lr_q), float(lr_enc)
         self.leader_interval, self.follower_interval = leader_interval, follower_interval
         self.follower_steps, self.follower_loss = follower_steps, follower_loss
         self._k = 0
         super().__init__(env, **dqn_kwargs)
-        if not (hasattr(self.q_net, "encoder") and hasattr(self.q_net, "head")):
-            raise ValueError("ScorerDQN needs a q_net with .encoder and .head sub-modules")
 
     def make_optimizers(self) -> list:
         """``[leader Adam over head params (lr_q), follower Adam over encoder params (lr_enc)]``."""
