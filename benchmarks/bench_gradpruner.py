@@ -19,15 +19,7 @@ import torch
 
 from iclr26.compression.gradpruner import IGIA, block_influence_scores, prune_layers, select_prune_layers
 from iclr26.models.lora import with_lora
-
-
-def best_of(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        t = time.process_time()
-        fn()
-        times.append(time.process_time() - t)
-    return min(times)
+from _timing import best_of
 
 
 def main():

@@ -14,15 +14,7 @@ import torch
 
 from iclr26.interpretability.icl_vs_sft import (format_query, icl_context, label_token_ids, linear_cka,
                                                 make_angle_task, score_queries)
-
-
-def best_of(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        t = time.process_time()
-        fn()
-        times.append(time.process_time() - t)
-    return min(times)
+from _timing import best_of
 
 
 def main():

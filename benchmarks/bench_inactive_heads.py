@@ -17,15 +17,7 @@ import torch
 
 from iclr26.interpretability.inactive_heads import head_scores, random_mask, zero_heads_per_input
 from iclr26.models.hooks import head_layout
-
-
-def best_of(fn, repeats):
-    times = []
-    for _ in range(repeats):
-        t = time.process_time()
-        fn()
-        times.append(time.process_time() - t)
-    return min(times)
+from _timing import best_of
 
 
 def main():
