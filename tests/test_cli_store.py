@@ -296,3 +296,27 @@ def test_summary_json_is_strict(tmp_path):
     summary = json.loads((out / "summary.json").read_text(), parse_constant=refuse)
     assert summary["source"] == "yours" and len(summary["papers"]) == 76
     assert "overview.png" in (out / "index.html").read_text() and (out / "overview.png").stat().st_size > 1000
+
+
+def test_a_store_written_before_cpu_seconds_were_recorded_opens_and_migrates(tmp_path):
+    """Stores from before the deps and cpu_s columns: read-only opening reads them as None, a writable
+    opening adds the columns, and a new trial keeps its CPU seconds."""
+    from iclr26.harness.store import Trial
+
+    db = tmp_path / "old.sqlite"
+    con = sqlite3.connect(db)
+    con.execute("""CREATE TABLE trials (paper TEXT NOT NULL, scale TEXT NOT NULL, seed INTEGER NOT NULL,
+        fingerprint TEXT NOT NULL, status TEXT NOT NULL, measurements TEXT, error TEXT, duration_s REAL,
+        peak_mem_mb REAL, git_commit TEXT, versions TEXT, machine TEXT, finished_at REAL NOT NULL,
+        PRIMARY KEY (paper, scale, seed, fingerprint))""")
+    con.execute("INSERT INTO trials VALUES ('crc','quick',0,'fp','ok','{\"metrics\": {}}',NULL,12.5,1,'','{}','{}',1)")
+    con.commit()
+    con.close()
+    with Store(db, readonly=True) as st:
+        (t,) = st.trials_at("crc", "quick", "fp")
+        assert t.deps is None and t.cpu_s is None and t.duration_s == 12.5
+    with Store(db) as st:
+        cols = [r[1] for r in st.conn.execute("PRAGMA table_info(trials)")]
+        assert cols[-2:] == ["deps", "cpu_s"]
+        st.put_trial(Trial("crc", "quick", 1, "fp", "ok", {"metrics": {}}, None, 3.0, 1, "", {}, {}, 2, None, 2.5))
+        assert [t.cpu_s for t in st.trials_at("crc", "quick", "fp")] == [None, 2.5]

@@ -80,3 +80,13 @@ def test_measured_dependencies_skip_foreign_and_fileless_modules():
             "iclr26.common.seeding": __import__("iclr26.common.seeding", fromlist=["x"])}
     deps = measured_dependencies(fake)
     assert list(deps["files"]) == ["common/seeding.py"] and deps["packages"] == {}
+
+
+def test_worker_records_the_cpu_seconds_of_run(smoke_trial):
+    """CPU seconds are measured around run() in the worker: positive, and at most what the machine's
+    cores could spend in the trial's wall time."""
+    import os
+
+    _, t = smoke_trial
+    assert t.cpu_s is not None and t.cpu_s > 0
+    assert t.cpu_s <= t.duration_s * (os.cpu_count() or 1) + 0.5

@@ -52,7 +52,7 @@ def collect(store: Store, judged: dict | None = None) -> list[dict]:
     out = []
     for p in papers().values():
         rec = {"id": p.id, "domain": p.domain, "status": p.status, "feasibility": p.feasibility,
-               "summary": p.summary, "claims": [], "title": None, "runtime_s": None, "last_run": None}
+               "summary": p.summary, "claims": [], "title": None, "runtime_s": None, "cpu_s": None, "last_run": None}
         if p.status == "implemented":
             try:
                 pc = claims_for(p)
@@ -85,6 +85,10 @@ def collect(store: Store, judged: dict | None = None) -> list[dict]:
                     break
             if runs:
                 rec["runtime_s"] = float(sum(t.duration_s or 0 for t in runs))
+                # CPU seconds do not grow with the load of a shared machine; trials stored before
+                # they were recorded have none, and then the sum is not shown
+                cpu = [t.cpu_s for t in runs]
+                rec["cpu_s"] = float(sum(cpu)) if all(c is not None for c in cpu) else None
                 rec["last_run"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime(max(t.finished_at for t in runs)))
         out.append(rec)
     return out
@@ -424,7 +428,8 @@ def _index(out: Path, records: list[dict], source: str = "published") -> None:
                 for c in r["claims"]) or e(r.get("claims_error", ""))
         else:
             link, cells = r["id"], "<span class='planned'>planned</span>"
-        rt = (f"{r['runtime_s'] / 60:.1f} min" + (" (smoke)" if r.get("runtime_scale") == "smoke" else "")
+        rt = (f"{r['runtime_s'] / 60:.1f} min" + (f", CPU {r['cpu_s'] / 60:.1f} min" if r.get("cpu_s") else "")
+              + (" (smoke)" if r.get("runtime_scale") == "smoke" else "")
               if r.get("runtime_s") else "–")
         rows.append(f"<tr><td>{link}</td><td>{r['domain']}</td><td>{r['feasibility']}</td><td>{e(r['summary'])}</td>"
                     f"<td>{r['status']}</td><td>{cells}</td><td>{r.get('last_run') or '–'}</td><td>{rt}</td></tr>")
@@ -436,5 +441,5 @@ def _index(out: Path, records: list[dict], source: str = "published") -> None:
             f"{SOURCE_WORDS[source]}. Quick-scale claims at the current code (exploratory ones left out): "
             + ", ".join(f"{v} {k}" for k, v in counts.items()) + "</p><p><img src='overview.png' alt='verdicts by domain'></p>"
             "<table><tr><th>paper</th><th>domain</th><th>feas.</th><th>what</th><th>status</th><th>verdicts</th>"
-            "<th>last run</th><th>quick time (sum over seeds)</th></tr>" + "".join(rows) + "</table>")
+            "<th>last run</th><th>quick time (wall and CPU, sum over seeds)</th></tr>" + "".join(rows) + "</table>")
     (out / "index.html").write_text(PAGE.format(title="iclr26 report", body=body))

@@ -71,24 +71,33 @@ def _die_with_parent(parent_pid: int) -> None:
 
 
 def execute_trial(paper_id: str, scale: str, seed: int, started=None) -> tuple:
-    """Run one trial here and return (status, measurements, error, seconds, peak MB, deps).
+    """Run one trial here and return (status, measurements, error, seconds, peak MB, deps, CPU seconds).
 
-    ``started`` is called just before ``run()``, when the trial's clock starts. ``deps`` is taken
+    ``started`` is called just before ``run()``, when the trial's clock starts. The CPU seconds (user +
+    system, of this process and its finished children) do not grow when other work shares the machine,
+    unlike the wall seconds, so they measure a trial's cost on a busy machine. ``deps`` is taken
     after ``run()`` returns, so it covers every project module the experiment imported, lazily
     imported ones included, and the number-changing packages it used.
     """
-    start = time.perf_counter()
+    start, cpu0 = time.perf_counter(), _cpu_seconds()
     try:
         mod = load_experiment(get(paper_id))
         if started is not None:
             started()
-        start = time.perf_counter()
+        start, cpu0 = time.perf_counter(), _cpu_seconds()
         result = check_measurements(mod.run(scale, seed))
         status, err = "ok", None
     except BaseException:  # noqa: BLE001 - every failure becomes a stored error row
         result, status, err = None, "error", traceback.format_exc(limit=20)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB on Linux
-    return status, result, err, time.perf_counter() - start, peak, measured_dependencies()
+    seconds, cpu = time.perf_counter() - start, _cpu_seconds() - cpu0
+    return status, result, err, seconds, peak, measured_dependencies(), cpu
+
+
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process and of its waited-for children."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _worker(paper_id: str, scale: str, seed: int, conn, parent_pid: int) -> None:
@@ -99,7 +108,7 @@ def _worker(paper_id: str, scale: str, seed: int, conn, parent_pid: int) -> None
         conn.send(("done",) + outcome)
     except Exception as e:  # noqa: BLE001 - a result that cannot be sent is stored with its cause
         conn.send(("done", "error", None, f"the trial's result could not be sent to the runner: "
-                   f"{type(e).__name__}: {e}", outcome[3], outcome[4], outcome[5]))
+                   f"{type(e).__name__}: {e}", *outcome[3:]))
     conn.close()
 
 
@@ -234,15 +243,15 @@ def run_jobs(jobs: list[Job], store: Store, n_workers: int = 1, timeout: float |
         elif skipped is not None:
             skipped(job)
 
-    def on_done(job: Job, status, measurements, error, duration, peak, deps=None):
+    def on_done(job: Job, status, measurements, error, duration, peak, deps=None, cpu=None):
         t = Trial(job.paper, job.scale, job.seed, job.fingerprint, status, measurements, error,
-                  duration, peak, commit, versions, mach, time.time(), deps)
+                  duration, peak, commit, versions, mach, time.time(), deps, cpu)
         try:
             store.put_trial(t)
         except Exception as e:  # noqa: BLE001 - a result the store refuses becomes an error row, the run goes on
             t = Trial(job.paper, job.scale, job.seed, job.fingerprint, "error", None,
                       f"the store refused the result: {type(e).__name__}: {e}", duration, peak, commit,
-                      versions, mach, time.time(), deps)
+                      versions, mach, time.time(), deps, cpu)
             store.put_trial(t)
         store.release(job.paper, job.scale, job.seed, job.fingerprint)
         finished.append(t)

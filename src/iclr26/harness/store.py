@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS trials (
     machine TEXT,
     finished_at REAL NOT NULL,
     deps TEXT,
+    cpu_s REAL,
     PRIMARY KEY (paper, scale, seed, fingerprint)
 );
 CREATE TABLE IF NOT EXISTS verdicts (
@@ -68,7 +69,7 @@ CREATE TABLE IF NOT EXISTS running (
 
 
 COLUMNS = ("paper, scale, seed, fingerprint, status, measurements, error, duration_s, peak_mem_mb, "
-           "git_commit, versions, machine, finished_at, deps")
+           "git_commit, versions, machine, finished_at, deps, cpu_s")
 
 
 class StoreError(RuntimeError):
@@ -114,6 +115,7 @@ class Trial:
     machine: dict
     finished_at: float
     deps: dict | None = None  # {"files": {path: sha}, "packages": {dist: version}} measured after run()
+    cpu_s: float | None = None  # user + system CPU seconds of run() (the trial's process and its children)
 
 
 class Store:
@@ -147,11 +149,13 @@ class Store:
             cols = {r[1] for r in self.conn.execute("PRAGMA table_info(trials)")}
             if not cols:
                 raise StoreError(f"{self.path} is an SQLite file but not an iclr26 store (no trials table)")
-            if "deps" not in cols:  # a store written before dependencies were recorded
-                if readonly:
-                    self._columns = COLUMNS.replace(", deps", ", NULL")
-                else:
-                    self.conn.execute("ALTER TABLE trials ADD COLUMN deps TEXT")
+            # columns added after the first stores were written: dependencies, then CPU seconds
+            for col, kind in (("deps", "TEXT"), ("cpu_s", "REAL")):
+                if col not in cols:
+                    if readonly:
+                        self._columns = self.columns.replace(f", {col}", ", NULL")
+                    else:
+                        self.conn.execute(f"ALTER TABLE trials ADD COLUMN {col} {kind}")
             self.conn.execute("SELECT COUNT(*) FROM trials").fetchone()
         except sqlite3.DatabaseError as e:
             raise StoreError(f"{self.path} is not a readable iclr26 store: {e}") from None
@@ -176,12 +180,12 @@ class Store:
     def put_trial(self, t: Trial) -> None:
         """Insert or replace one trial row and commit at once."""
         self.conn.execute(
-            f"INSERT OR REPLACE INTO trials ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            f"INSERT OR REPLACE INTO trials ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (t.paper, t.scale, t.seed, t.fingerprint, t.status,
              None if t.measurements is None else json.dumps(t.measurements),
              t.error, t.duration_s, t.peak_mem_mb, t.git_commit,
              json.dumps(t.versions), json.dumps(t.machine), t.finished_at,
-             None if t.deps is None else json.dumps(t.deps)),
+             None if t.deps is None else json.dumps(t.deps), t.cpu_s),
         )
 
     def set_deps(self, t: Trial, deps: dict | None) -> None:
@@ -261,7 +265,7 @@ class Store:
             measurements=json.loads(r[5]) if r[5] else None, error=r[6], duration_s=r[7],
             peak_mem_mb=r[8], git_commit=r[9], versions=json.loads(r[10] or "{}"),
             machine=json.loads(r[11] or "{}"), finished_at=r[12],
-            deps=json.loads(r[13]) if r[13] else None,
+            deps=json.loads(r[13]) if r[13] else None, cpu_s=r[14],
         )
 
     def put_verdict(self, paper: str, scale: str, claim: str, fingerprint: str, verdict: str,
