@@ -224,9 +224,28 @@ def test_rmu_trainer_moves_forget_activations_toward_the_control(lm):
     assert not torch.equal(model.model.layers[6].mlp.down_proj.weight, w6)
 
 
+def test_retain_control_is_the_retain_nll_alone_and_leaves_the_forget_term_out(lm):
+    import copy
+
+    from iclr26.models.lora import with_lora
+    base, tok = lm
+    model = with_lora(copy.deepcopy(base), r=4, seed=0)
+    tr = _trainer(model, tok, "retain", lr=5e-3)
+    batch = tr.data_collator(tr.train_dataset[:1])
+    with torch.no_grad():
+        nll = model(input_ids=batch["retain_input_ids"], labels=batch["retain_labels"]).loss.item()
+        assert tr.compute_loss(model, batch).item() == pytest.approx(nll, rel=1e-6)
+        f0 = sequence_logps(model(input_ids=batch["forget_input_ids"]).logits, batch["forget_labels"]).item()
+    tr.train()
+    with torch.no_grad():
+        assert model(input_ids=batch["retain_input_ids"], labels=batch["retain_labels"]).loss.item() < nll - 0.5
+        f1 = sequence_logps(model(input_ids=batch["forget_input_ids"]).logits, batch["forget_labels"]).item()
+    assert f1 > f0 - 1.0                       # no ascent on the forget answer, unlike NPO (> 1 nat down)
+
+
 def test_trainer_rejects_bad_configuration(lm):
     base, tok = lm
-    with pytest.raises(ValueError, match="'npo' or 'rmu'"):
+    with pytest.raises(ValueError, match=r"one of \('npo', 'rmu', 'retain'\), got 'ga'"):
         _trainer(base, tok, "ga", lr=1e-3)
     with pytest.raises(ValueError, match="frozen_model and control"):
         _trainer(base, tok, "rmu", lr=1e-3)

@@ -8,10 +8,12 @@ One trial (seed) is one independent replication of the whole pipeline:
    people, and merge the adapter: this is the trial's *original* model; forget/retain QA accuracy is
    measured for the base model and the original model (so there is knowledge to unlearn);
 3. unlearn the forget set from the original model twice: NPO (+ retain NLL) with a fresh LoRA, and
-   RMU on the ``down_proj`` weights of layers 5-7 (:class:`.UnlearningTrainer`); QA accuracy again;
-4. each of the three models answers the same prompts greedily: ``n_irr_train + n_irr_test``
+   RMU on the ``down_proj`` weights of layers 5-7 (:class:`.UnlearningTrainer`); and, as the control
+   arm, update it once more with NPO's LoRA, data stream and budget but the retain NLL alone (a benign
+   continued fine-tune, ``method="retain"``); QA accuracy again;
+4. each of the four models answers the same prompts greedily: ``n_irr_train + n_irr_test``
    forget-irrelevant everyday questions and the forget set's own questions;
-5. per unlearning method, two detectors (original = 0, unlearned = 1) are trained on the responses to
+5. per updated model, two detectors (original = 0, updated = 1) are trained on the responses to
    the training prompts (the irrelevant training questions plus the forget questions: the paper's
    mixed training set) and scored on the responses to the held-out irrelevant questions (never seen
    in training): text (TF-IDF + logistic regression) and activations (mean pre-logit state + logistic
@@ -39,7 +41,8 @@ from .unlearning import (NPO_BETA, RMU_ALPHA, RMU_COEFF, RMU_LAYER, UnlearningTr
                          rmu_parameters, unlearning_rows)
 
 MODEL = "smollm2-135m"
-ARMS = ("original", "npo", "rmu")
+ARMS = ("original", "npo", "rmu", "retain")
+UNLEARNED = ("npo", "rmu")
 
 _COMMON = dict(lora_r=16, ft_lr=5e-3, npo_lr=3e-3, npo_beta=NPO_BETA, retain_weight=1.0, rmu_layer=RMU_LAYER,
                rmu_coeff=RMU_COEFF, rmu_alpha=RMU_ALPHA, rmu_lr=5e-3, max_new_tokens=12, qa_tokens=16, n_retain_eval=12)
@@ -100,12 +103,13 @@ def _unwrap(model):
 
 
 def unlearn(original, tok, forget, retain, method, cfg, seed):
-    """NPO (fresh LoRA, merged after) or RMU (down_proj of layers l-2..l) applied to a copy of ``original``."""
+    """NPO (fresh LoRA, merged after), the retain-only control (the same LoRA and data stream, retain NLL
+    alone) or RMU (down_proj of layers l-2..l) applied to a copy of ``original``."""
     from transformers import TrainingArguments
 
     from iclr26.models.lora import trl_args, with_lora
     model = copy.deepcopy(original)
-    if method == "npo":
+    if method in ("npo", "retain"):
         for p in model.parameters():
             p.requires_grad_(False)
         model = with_lora(model, r=cfg["lora_r"], seed=seed)
@@ -125,7 +129,7 @@ def unlearn(original, tok, forget, retain, method, cfg, seed):
         model.train()
         UnlearningTrainer(model=model, args=args, train_dataset=rows, processing_class=tok, method=method,
                           **kw).train()
-    if method == "npo":
+    if method in ("npo", "retain"):
         model = model.merge_and_unload()
     return _unwrap(model).eval()
 
@@ -164,7 +168,7 @@ def run(scale: str, seed: int) -> dict:
         p.requires_grad_(False)
     models = {"original": original}
     secs = {"finetune": time.perf_counter() - t0}
-    for m in ("npo", "rmu"):
+    for m in ARMS[1:]:
         t = time.perf_counter()
         models[m] = unlearn(original, tok, forget, retain, m, cfg, seed)
         secs[m] = time.perf_counter() - t
@@ -175,21 +179,24 @@ def run(scale: str, seed: int) -> dict:
     for name, model in models.items():
         for part, ex in evals:
             acc[part][name] = qa_accuracy(model, tok, ex, cfg["qa_tokens"])
-        texts[name], c_ids = respond(model, tok, prompts, cfg)
+        texts[name], c_ids = respond(model, tok, prompts, cfg, cached=name == "original")
         feats[name] = prelogit_activations(model, p_ids, c_ids, pad_id=tok.pad_token_id)
     secs["respond"] = time.perf_counter() - t
     n_tr = len(train_prompts)
     y_tr, y_te = np.r_[np.zeros(n_tr), np.ones(n_tr)], np.r_[np.zeros(len(irr_test)), np.ones(len(irr_test))]
     metrics = {"forget_acc": acc["forget"], "retain_acc": acc["retain"]}
     info = {"identical_responses": {}, "examples": {}}
-    for m in ("npo", "rmu"):
+    by_arm = {"text_detect": {}, "activation_detect": {}}
+    for m in ARMS[1:]:
         a, b = texts["original"], texts[m]
         text_acc = detection_accuracy(text_detector(), a[:n_tr] + b[:n_tr], y_tr, a[n_tr:] + b[n_tr:], y_te)
         act_acc = detection_accuracy(activation_detector(), np.r_[feats["original"][:n_tr], feats[m][:n_tr]], y_tr,
                                      np.r_[feats["original"][n_tr:], feats[m][n_tr:]], y_te)
         metrics[f"detect_{m}"] = {"text": text_acc, "activation": act_acc}
+        by_arm["text_detect"][m], by_arm["activation_detect"][m] = text_acc, act_acc
         info["identical_responses"][m] = float(np.mean([x == y for x, y in zip(a[n_tr:], b[n_tr:])]))
         info["examples"][m] = [[prompts[n_tr], a[n_tr], b[n_tr]]]
+    metrics.update(by_arm)
     info["seconds"] = {k: round(v, 1) for k, v in secs.items()}
     info["seconds"]["total"] = round(time.perf_counter() - t0, 1)
     del models, original, base

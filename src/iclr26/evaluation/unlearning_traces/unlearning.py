@@ -96,6 +96,9 @@ def rmu_loss(forget_acts, retain_acts, frozen_retain_acts, control, alpha: float
     return lf + alpha * lr, lf, lr
 
 
+METHODS = ("npo", "rmu", "retain")
+
+
 class _Stop(Exception):
     pass
 
@@ -183,13 +186,16 @@ class UnlearningTrainer(_trainer_base()):
     adapters disabled); loss ``npo_loss + retain_weight * NLL(retain)``.
     ``method="rmu"``: ``frozen_model`` is a frozen copy of the original; call :func:`rmu_parameters`
     on ``model`` first; loss :func:`rmu_loss` at ``layer`` with target ``control``.
+    ``method="retain"``: the control arm, NPO+RT with its forget term removed: the loss is the retain
+    NLL alone (a benign continued fine-tune with the same data stream, steps and adapters), so that
+    a detector's accuracy on it measures what any update leaves, not what unlearning leaves.
     Rows come from :func:`unlearning_rows`.
     """
 
     def __init__(self, *args, method: str, beta: float = NPO_BETA, retain_weight: float = 1.0,
                  frozen_model=None, layer: int = RMU_LAYER, control=None, alpha: float = RMU_ALPHA, **kwargs):
-        if method not in ("npo", "rmu"):
-            raise ValueError(f"method must be 'npo' or 'rmu', got {method!r}")
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
         if method == "rmu" and (frozen_model is None or control is None):
             raise ValueError("method 'rmu' needs frozen_model and control (see control_vector)")
         tok = kwargs.get("processing_class")
@@ -210,6 +216,8 @@ class UnlearningTrainer(_trainer_base()):
             if self.retain_weight:
                 out = model(input_ids=r_ids, attention_mask=r_mask, labels=inputs["retain_labels"])
                 loss = loss + self.retain_weight * out.loss
+        elif self.method == "retain":
+            loss = model(input_ids=r_ids, attention_mask=r_mask, labels=inputs["retain_labels"]).loss
         else:
             h_f = layer_activations(model, self.layer, f_ids, f_mask)
             h_r = layer_activations(model, self.layer, r_ids, r_mask)
