@@ -1,0 +1,162 @@
+"""Claim checks for Q&C ("When Quantization Meets Cache in Efficient Image Generation").
+
+One seed = one independently trained class-conditional TinyDiT (DDPM noise prediction, cosine
+schedule) on the 8x8 digits (train split), one independent draw of calibration trajectories and
+one independent set of evaluation noises. Per seed:
+
+* the full-precision, cache-free model samples ``n_eval`` images with deterministic DDIM
+  (``eta = 0``) from fixed noises: the reference ``x_fp``;
+* every accelerated arm samples from the *same* noises, so each image is paired with its
+  reference; the metric is ``log`` of the mean squared error to the reference over the images
+  (``log_mse_<bits>``), a per-seed value (the images of one model are one cluster);
+* arms: ``cache`` (FORA, recompute every ``interval`` steps), ``quant`` (PTQ alone, random
+  calibration), ``quant_cache`` (naive combination: random calibration, no VC), ``uniform_cache``
+  (calibration spread evenly over the steps), ``tap_cache`` (TAP calibration), ``vc_cache``
+  (random calibration + VC), ``tapvc_cache`` (Q&C: TAP + VC; VC's factors from the quantised +
+  cached model and the full-precision model on the calibration noises); ``worst_single`` is the larger of
+  ``quant`` and ``cache`` in each seed (the comparator of "worse than either alone").
+
+Calibration: candidates are the inputs of the cached full-precision sampler along
+``n_cal_traj`` calibration trajectories (their own noises, never the evaluation ones); each
+selection rule picks ``n_cal`` of them. VC's reference variances come from the full-precision,
+cache-free model on the same calibration noises. Nothing is tuned on the evaluation noises.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+
+from iclr26.common.seeding import seed_everything
+from iclr26.models import diffusion as D
+
+from .cache import CachedDiT
+from .compensation import PredictionVarianceRecorder, VarianceCompensation, compensation_factors
+from .cost import dit_cost
+from .quantizer import calibrate, quantize_model
+from .tap import InputRecorder, activation_features, random_select, tap_select, uniform_timestep_select
+
+SCALES = {
+    "smoke": dict(width=32, depth=2, train_steps=10, batch=32, steps=6, interval=3, n_cal_traj=4,
+                  n_cal=8, n_groups=2, n_eval=20, bits=((8, 8), (4, 8)), clf_epochs=1),
+    "quick": dict(width=64, depth=3, train_steps=700, batch=64, steps=50, interval=3, n_cal_traj=20,
+                  n_cal=32, n_groups=5, n_eval=200, bits=((8, 8), (4, 8)), clf_epochs=30),
+    # the paper: DiT-XL/2 on ImageNet 256 (and 512), 250 DDPM steps (also 100 / 50), FORA N = 3,
+    # W8A8 and W4A8, 50k samples for FID; not runnable here
+    "paper": dict(width=1152, depth=28, train_steps=7_000_000, batch=256, steps=250, interval=3,
+                  n_cal_traj=256, n_cal=256, n_groups=10, n_eval=50_000, bits=((8, 8), (4, 8)),
+                  clf_epochs=60),
+}
+SEEDS = {"smoke": 1, "quick": 6, "paper": 5}
+
+
+def _tag(wb, ab):
+    return f"w{wb}a{ab}"
+
+
+def run(scale: str, seed: int) -> dict:
+    cfg = SCALES[scale]
+    seed_everything(seed)
+    t0 = time.perf_counter()
+    Xtr, ytr = D.load_digits_8x8("train")
+    torch.manual_seed(seed)
+    config = D.DiTConfig(width=cfg["width"], depth=cfg["depth"])
+    fp = D.TinyDiT(config)
+    losses = D.train_diffusion(fp, Xtr, ytr, "eps", steps=cfg["train_steps"], batch_size=cfg["batch"],
+                               lr=3e-3, p_uncond=0.1, seed=seed, ema=None)
+    t_train = time.perf_counter() - t0
+    shape, steps, N = (1, 8, 8), cfg["steps"], cfg["interval"]
+
+    def draw(model, y, noise):
+        if isinstance(model, CachedDiT):
+            model.reset()
+        return D.sample(model, y, shape, "eps", steps=steps, eta=0.0, clip_x0=1.0, noise=noise)
+
+    def noises(n, s):
+        y = torch.as_tensor(np.arange(n) % 10)
+        return y, torch.randn((n,) + shape, generator=torch.Generator().manual_seed(s))
+
+    # ---- calibration: candidates from the cached FP sampler, VC reference from the FP sampler
+    y_cal, z_cal = noises(cfg["n_cal_traj"], 100_000 + seed)
+    rec = InputRecorder(CachedDiT(fp, N))
+    rec.model.reset()
+    D.sample(rec, y_cal, shape, "eps", steps=steps, eta=0.0, clip_x0=1.0, noise=z_cal)
+    px, pt, py = rec.pool()
+    vrec = PredictionVarianceRecorder(fp)
+    D.sample(vrec, y_cal, shape, "eps", steps=steps, eta=0.0, clip_x0=1.0, noise=z_cal)
+    ref_t, ref_var = vrec.reference()
+    feats = activation_features(fp, px, pt, py)
+    sel = {
+        "random": random_select(len(pt), cfg["n_cal"], seed),
+        "uniform": uniform_timestep_select(pt.numpy(), cfg["n_cal"], seed),
+        "tap": tap_select(feats, pt.numpy(), cfg["n_cal"], n_groups=cfg["n_groups"], seed=seed),
+    }
+
+    # ---- evaluation: paired samples from the same noises
+    y_ev, z_ev = noises(cfg["n_eval"], 200_000 + seed)
+    x_fp = draw(fp, y_ev, z_ev)
+    x_cache = draw(CachedDiT(fp, N), y_ev, z_ev)
+
+    def mse(x):
+        return ((x - x_fp) ** 2).reshape(len(x), -1).mean(1).numpy()
+
+    per = {"cache": mse(x_cache)}
+    samples = {"fp": x_fp, "cache": x_cache}
+    rhos = {}
+    cost = {"fp32": dit_cost(config, steps + 1), "cache": dit_cost(config, steps + 1, N)}
+    for wb, ab in cfg["bits"]:
+        tag = _tag(wb, ab)
+        q = {}
+        for name, idx in sel.items():
+            q[name] = calibrate(quantize_model(fp, wb, ab), px[idx], pt[idx], py[idx])
+        def compensated(qm):
+            obs = PredictionVarianceRecorder(CachedDiT(qm, N))
+            D.sample(obs, y_cal, shape, "eps", steps=steps, eta=0.0, clip_x0=1.0, noise=z_cal)
+            t_rho, rho = compensation_factors((ref_t, ref_var), obs.reference())
+            rhos[f"{'tap' if qm is q['tap'] else 'random'}_{tag}"] = rho.tolist()
+            return VarianceCompensation(CachedDiT(qm, N), t_rho, rho)
+
+        arms = {
+            "quant": q["random"],
+            "quant_cache": CachedDiT(q["random"], N),
+            "uniform_cache": CachedDiT(q["uniform"], N),
+            "tap_cache": CachedDiT(q["tap"], N),
+            "vc_cache": compensated(q["random"]),
+            "tapvc_cache": compensated(q["tap"]),
+        }
+        for arm, model in arms.items():
+            inner = model.model if isinstance(model, VarianceCompensation) else model
+            if isinstance(inner, CachedDiT):
+                inner.reset()
+            x = D.sample(model, y_ev, shape, "eps", steps=steps, eta=0.0, clip_x0=1.0, noise=z_ev)
+            per[f"{arm}_{tag}"] = mse(x)
+            samples[f"{arm}_{tag}"] = x
+        cost[f"quant_{tag}"] = dit_cost(config, steps + 1, 1, wb, ab)
+        cost[f"quant_cache_{tag}"] = dit_cost(config, steps + 1, N, wb, ab)
+
+    # ---- metrics
+    metrics = {}
+    for wb, ab in cfg["bits"]:
+        tag = _tag(wb, ab)
+        m = {"cache": float(np.log(per["cache"].mean()))}
+        for arm in ("quant", "quant_cache", "uniform_cache", "tap_cache", "vc_cache", "tapvc_cache"):
+            m[arm] = float(np.log(per[f"{arm}_{tag}"].mean()))
+        m["worst_single"] = max(m["quant"], m["cache"])
+        metrics[f"log_mse_{tag}"] = m
+    # trivial level: FP samples of the same labels from other noises (a shift by 10 images)
+    unrelated = float(np.log(((x_fp - torch.roll(x_fp, 10, 0)) ** 2).mean()))
+
+    # sample quality (Frechet distance in a classifier's feature space, test split): for the page
+    Xte, _ = D.load_digits_8x8("test")
+    clf = D.FeatureClassifier.fit(Xtr.reshape(len(Xtr), -1), ytr, epochs=cfg["clf_epochs"], seed=0)
+    f_te = clf.features(Xte.reshape(len(Xte), -1))
+    fd = {k: D.frechet_distance(f_te, clf.features(v.clamp(-1, 1).reshape(len(v), -1))) for k, v in samples.items()}
+    return {
+        "metrics": metrics,
+        "info": {"log_mse_unrelated": unrelated, "fd_test": fd, "cost": cost,
+                 "final_loss": float(np.mean(losses[-50:])), "pool": int(len(pt)),
+                 "calibration_steps": {k: sorted(set(np.round(pt.numpy()[v], 4).tolist())) for k, v in sel.items()},
+                 "vc_reference": {"t": ref_t.tolist(), "var": ref_var.tolist()}, "vc_rho": rhos,
+                 "seconds_train": t_train, "seconds": time.perf_counter() - t0},
+    }
