@@ -243,12 +243,101 @@ def test_retain_control_is_the_retain_nll_alone_and_leaves_the_forget_term_out(l
     assert f1 > f0 - 1.0                       # no ascent on the forget answer, unlike NPO (> 1 nat down)
 
 
+def _padded_trainer(model, tok, method, **kw):
+    from transformers import TrainingArguments
+
+    from iclr26.evaluation.unlearning_traces import UnlearningTrainer
+    from iclr26.models.lora import trl_args
+    f = [dict(prompt="Where was Brenna Ashgrove born?", answer=" Brenna Ashgrove was born in Varnholt."),
+         dict(prompt="Job?", answer=" Potter.")]
+    r = [dict(prompt="What is tea?", answer=" Tea is a drink."),
+         dict(prompt="Name a large grey animal that lives in Africa.", answer=" An elephant lives there.")]
+    args = trl_args(TrainingArguments, "/tmp/unlearning_traces_test", max_steps=1, learning_rate=1e-3,
+                    per_device_train_batch_size=2, remove_unused_columns=False, logging_steps=10 ** 6)
+    return UnlearningTrainer(model, args, train_dataset=unlearning_rows(tok, f, r, 2), processing_class=tok,
+                             method=method, **kw)
+
+
+def test_compute_loss_on_a_padded_batch_matches_a_row_by_row_computation(lm):
+    """Rows of different lengths: every loss equals the same loss computed on unpadded rows."""
+    import copy
+
+    from iclr26.models.lora import with_lora
+    base, tok = lm
+    model = with_lora(copy.deepcopy(base), r=4, seed=0)
+    with torch.no_grad():                                   # move the adapter off zero: policy != reference
+        for n, p in model.named_parameters():
+            if "lora_B" in n:
+                p.copy_(0.02 * torch.randn(p.shape, generator=torch.Generator().manual_seed(3)))
+    tr = _padded_trainer(model, tok, "npo", beta=0.5, retain_weight=0.7)
+    batch = tr.data_collator(tr.train_dataset[:2])
+    assert (batch["forget_attention_mask"] == 0).any() and (batch["retain_attention_mask"] == 0).any()
+    assert (batch["forget_input_ids"][batch["forget_attention_mask"] == 0] == tok.pad_token_id).all()
+
+    def rows(part):
+        for i in range(2):
+            n = int(batch[f"{part}_attention_mask"][i].sum())
+            yield batch[f"{part}_input_ids"][i:i + 1, :n], batch[f"{part}_labels"][i:i + 1, :n]
+
+    with torch.no_grad():
+        pol = torch.cat([sequence_logps(model(input_ids=x).logits, y) for x, y in rows("forget")])
+        with model.disable_adapter():
+            ref = torch.cat([sequence_logps(model(input_ids=x).logits, y) for x, y in rows("forget")])
+        assert not torch.allclose(pol, ref)
+        tot, n = 0.0, 0
+        for x, y in rows("retain"):
+            lp = torch.log_softmax(model(input_ids=x).logits[:, :-1].double(), -1)
+            lab = y[:, 1:]
+            keep = lab != -100
+            tot -= lp.gather(-1, lab.clamp(min=0).unsqueeze(-1)).squeeze(-1)[keep].sum().item()
+            n += int(keep.sum())
+        nll = tot / n
+        want = npo_loss(pol, ref, 0.5).item() + 0.7 * nll
+        got = tr.compute_loss(model, batch)
+        assert got.item() == pytest.approx(want, rel=1e-4)
+        loss, out = tr.compute_loss(model, batch, return_outputs=True)
+        assert loss.item() == pytest.approx(want, rel=1e-4) and out is None
+        tr_r = _padded_trainer(model, tok, "retain")
+        assert tr_r.compute_loss(model, batch).item() == pytest.approx(nll, rel=1e-4)
+
+        frozen = copy.deepcopy(base)
+        rmodel = copy.deepcopy(base)
+        with torch.no_grad():
+            rmodel.model.layers[6].mlp.down_proj.weight.mul_(1.5)
+        c = control_vector(576, 6.5, torch.Generator().manual_seed(0))
+        tr_m = _padded_trainer(rmodel, tok, "rmu", frozen_model=frozen, control=c, layer=7, alpha=3.0)
+        fs = [layer_activations(rmodel, 7, x)[0] for x, _ in rows("forget")]
+        lf = torch.cat([((h - c) ** 2).mean(-1) for h in fs]).mean().item()
+        rs = [(layer_activations(rmodel, 7, x)[0], layer_activations(frozen, 7, x)[0]) for x, _ in rows("retain")]
+        lr = torch.cat([((h - h0) ** 2).mean(-1) for h, h0 in rs]).mean().item()
+        assert lr > 1e-6
+        assert tr_m.compute_loss(rmodel, batch).item() == pytest.approx(lf + 3.0 * lr, rel=1e-4)
+
+
+def test_boundaries_of_the_rmu_helpers(lm):
+    import copy
+    assert control_vector(1, 0.5).item() == pytest.approx(0.5)          # dim 1 and a coefficient below 1 are valid
+    model = copy.deepcopy(lm[0])
+    assert len(rmu_parameters(model, 0, span=1)) == 1                    # the first block, span 1
+    assert len(rmu_parameters(model, 3, span=4)) == 4                    # span = layer + 1: blocks 0..3
+    with pytest.raises(ValueError, match=r"layer must be in \[0, 29\], got 30"):
+        layer_activations(model, 30, torch.tensor([[1, 2]]))
+    with pytest.raises(ValueError, match="both the forget and the retain set need at least one example"):
+        unlearning_rows(lm[1], [], [dict(prompt="a", answer="b")], 1)
+    with pytest.raises(ValueError, match="the mask selects no token"):
+        masked_mse(torch.ones(1, 2, 3), torch.zeros(3), torch.zeros(1, 2))
+
+
 def test_trainer_rejects_bad_configuration(lm):
     base, tok = lm
     with pytest.raises(ValueError, match=r"one of \('npo', 'rmu', 'retain'\), got 'ga'"):
         _trainer(base, tok, "ga", lr=1e-3)
-    with pytest.raises(ValueError, match="frozen_model and control"):
+    with pytest.raises(ValueError, match=r"method 'rmu' needs frozen_model and control \(see control_vector\)"):
         _trainer(base, tok, "rmu", lr=1e-3)
+    with pytest.raises(ValueError, match="frozen_model and control"):
+        _trainer(base, tok, "rmu", lr=1e-3, frozen_model=base)
+    with pytest.raises(ValueError, match="frozen_model and control"):
+        _trainer(base, tok, "rmu", lr=1e-3, control=torch.zeros(576))
 
 
 # ----------------------------------------------------------------------------- detectors
