@@ -575,3 +575,51 @@ def test_training_loss_defaults_are_dupa_with_lambda_one_half(trained):
     ref, fm2, al2 = training_loss(m, x0, yy, "dupa", align, 0.5, generator=torch.Generator().manual_seed(3))
     assert al > 0 and (fm, al) == (fm2, al2)
     assert float(loss) == pytest.approx(fm + 0.5 * al, rel=1e-6)
+
+
+def test_adaln_block_matches_a_hand_written_adaln_zero_reference():
+    """Peebles & Xie 2023, Fig. 3: u = LN(h)(1 + s1) + b1; h += g1 attn(u); h += g2 mlp(LN(h)(1 + s2) + b2),
+    with (s1, b1, g1, s2, b2, g2) = Linear(SiLU(c)); weights drawn away from the zero init."""
+    torch.manual_seed(0)
+    blk = AdaLNBlock(8, 2)
+    with torch.no_grad():
+        blk.ada[1].weight.normal_(0, 0.5)
+        blk.ada[1].bias.normal_(0, 0.5)
+    h, c = torch.randn(3, 5, 8), torch.randn(3, 8) * 2 - 1
+    mod = (c * torch.sigmoid(c)) @ blk.ada[1].weight.T + blk.ada[1].bias
+    s1, b1, g1, s2, b2, g2 = [m[:, None] for m in mod.split(8, -1)]
+    ln = lambda x: (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + 1e-6)
+    u = ln(h) * (1 + s1) + b1
+    want = h + g1 * blk.attn(u, u, u, need_weights=False)[0]
+    want = want + g2 * blk.mlp(ln(want) * (1 + s2) + b2)
+    torch.testing.assert_close(blk(h, c), want, rtol=1e-5, atol=1e-5)
+
+
+def test_decoder_output_modulation_and_time_mlps_match_a_reference():
+    """Patch 3 on 9x9 images (patch ** 2 = 9 values per token), non-zero output layers: the velocity is
+    Linear(LN(h)(1 + sc) + sh) with (sh, sc) = Linear(SiLU(z + time_mlp(emb(t)))), and the time MLPs are
+    Linear -> SiLU -> Linear."""
+    torch.manual_seed(1)
+    cfg = DDTConfig(image_size=9, patch=3, width=16, enc_depth=1, dec_depth=1, heads=2)
+    m = DecoupledDiT(cfg)
+    assert m.enc_in.in_features == 9 and m.grid == 3
+    with torch.no_grad():
+        for p in (m.ada_out[1].weight, m.ada_out[1].bias, m.out.weight, m.out.bias,
+                  *(q for blk in (*m.encoder, *m.decoder) for q in blk.ada[1].parameters())):
+            p.normal_(0, 0.3)
+    x, t = torch.randn(2, 1, 9, 9), torch.tensor([0.3, 0.8])
+    y = torch.tensor([1, 4])
+    silu = lambda v: v * torch.sigmoid(v)
+    from iclr26.generative.dupa import model as M
+    emb = M.timestep_embedding(t, 16)
+    mlp = lambda seq, v: seq[2](silu(seq[0](v)))
+    z = m.encode(x, t, y)
+    torch.testing.assert_close(z, m.enc_norm(m.encoder[0](m.enc_in(m.patchify(x)) + m.enc_pos,
+                                                          mlp(m.time, emb) + m.label(y))), rtol=1e-5, atol=1e-5)
+    cond = z + mlp(m.dec_time, emb)[:, None]
+    h = m.decoder[0](m.dec_in(m.patchify(x)) + m.dec_pos, cond)
+    sh, sc = (silu(cond) @ m.ada_out[1].weight.T + m.ada_out[1].bias).split(16, -1)
+    ln = lambda v: (v - v.mean(-1, keepdim=True)) / torch.sqrt(v.var(-1, unbiased=False, keepdim=True) + 1e-6)
+    want = m.unpatchify(m.out(ln(h) * (1 + sc) + sh))
+    torch.testing.assert_close(m.decode(x, t, z), want, rtol=1e-5, atol=1e-5)
+    assert want.abs().max() > 0.1
