@@ -422,3 +422,19 @@ def test_quick_trial_unlearns_and_detects():
     out = exp.run("quick", 0)["metrics"]
     assert out["forget_acc"]["original"] > out["forget_acc"]["base"]
     assert out["forget_acc"]["npo"] < out["forget_acc"]["original"]
+
+
+def test_detectors_are_configured_as_documented():
+    """README: TF-IDF of character 2-4-grams within word boundaries, sublinear tf, logistic regression
+    (C = 10); activations standardised, then logistic regression (C = 1)."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+    t = text_detector()
+    assert [type(s) for _, s in t.steps] == [TfidfVectorizer, LogisticRegression]
+    tf, lr = t.steps[0][1], t.steps[1][1]
+    assert (tf.analyzer, tf.ngram_range, tf.sublinear_tf) == ("char_wb", (2, 4), True)
+    assert (lr.C, lr.max_iter) == (10.0, 2000) and text_detector(C=0.5).steps[1][1].C == 0.5
+    a = activation_detector()
+    assert [type(s) for _, s in a.steps] == [StandardScaler, LogisticRegression]
+    assert (a.steps[1][1].C, a.steps[1][1].max_iter) == (1.0, 2000) and activation_detector(C=3.0).steps[1][1].C == 3.0
