@@ -174,17 +174,23 @@ def test_rows_and_collate_mask_prompt_and_padding(lm):
         unlearning_rows(tok, [], r, 2)
 
 
-def _trainer(model, tok, method, **kw):
+_FORGET = [dict(prompt="Where was Brenna Ashgrove born?", answer=" Brenna Ashgrove was born in Varnholt."),
+           dict(prompt="Job?", answer=" Potter.")]
+_RETAIN = [dict(prompt="What is tea?", answer=" Tea is a drink."),
+           dict(prompt="Name a large grey animal that lives in Africa.", answer=" An elephant lives there.")]
+
+
+def _trainer(model, tok, method, lr=1e-3, pairs=1, **kw):
+    """A 2-step trainer on the first ``pairs`` (forget, retain) examples, ``pairs`` rows per batch
+    (``pairs=2``: rows of different lengths, so the batch is padded)."""
     from transformers import TrainingArguments
 
     from iclr26.evaluation.unlearning_traces import UnlearningTrainer
     from iclr26.models.lora import trl_args
-    f = [dict(prompt="Where was Brenna Ashgrove born?", answer=" Brenna Ashgrove was born in Varnholt.")]
-    r = [dict(prompt="What is tea?", answer=" Tea is a drink.")]
-    args = trl_args(TrainingArguments, "/tmp/unlearning_traces_test", max_steps=2, learning_rate=kw.pop("lr"),
-                    per_device_train_batch_size=1, remove_unused_columns=False, lr_scheduler_type="constant",
+    args = trl_args(TrainingArguments, "/tmp/unlearning_traces_test", max_steps=2, learning_rate=lr,
+                    per_device_train_batch_size=pairs, remove_unused_columns=False, lr_scheduler_type="constant",
                     logging_steps=10 ** 6)
-    return UnlearningTrainer(model=model, args=args, train_dataset=unlearning_rows(tok, f, r, 2),
+    return UnlearningTrainer(model, args, train_dataset=unlearning_rows(tok, _FORGET[:pairs], _RETAIN[:pairs], 2),
                              processing_class=tok, method=method, **kw)
 
 
@@ -243,21 +249,6 @@ def test_retain_control_is_the_retain_nll_alone_and_leaves_the_forget_term_out(l
     assert f1 > f0 - 1.0                       # no ascent on the forget answer, unlike NPO (> 1 nat down)
 
 
-def _padded_trainer(model, tok, method, **kw):
-    from transformers import TrainingArguments
-
-    from iclr26.evaluation.unlearning_traces import UnlearningTrainer
-    from iclr26.models.lora import trl_args
-    f = [dict(prompt="Where was Brenna Ashgrove born?", answer=" Brenna Ashgrove was born in Varnholt."),
-         dict(prompt="Job?", answer=" Potter.")]
-    r = [dict(prompt="What is tea?", answer=" Tea is a drink."),
-         dict(prompt="Name a large grey animal that lives in Africa.", answer=" An elephant lives there.")]
-    args = trl_args(TrainingArguments, "/tmp/unlearning_traces_test", max_steps=1, learning_rate=1e-3,
-                    per_device_train_batch_size=2, remove_unused_columns=False, logging_steps=10 ** 6)
-    return UnlearningTrainer(model, args, train_dataset=unlearning_rows(tok, f, r, 2), processing_class=tok,
-                             method=method, **kw)
-
-
 def test_compute_loss_on_a_padded_batch_matches_a_row_by_row_computation(lm):
     """Rows of different lengths: every loss equals the same loss computed on unpadded rows."""
     import copy
@@ -269,7 +260,7 @@ def test_compute_loss_on_a_padded_batch_matches_a_row_by_row_computation(lm):
         for n, p in model.named_parameters():
             if "lora_B" in n:
                 p.copy_(0.02 * torch.randn(p.shape, generator=torch.Generator().manual_seed(3)))
-    tr = _padded_trainer(model, tok, "npo", beta=0.5, retain_weight=0.7)
+    tr = _trainer(model, tok, "npo", pairs=2, beta=0.5, retain_weight=0.7)
     batch = tr.data_collator(tr.train_dataset[:2])
     assert (batch["forget_attention_mask"] == 0).any() and (batch["retain_attention_mask"] == 0).any()
     assert (batch["forget_input_ids"][batch["forget_attention_mask"] == 0] == tok.pad_token_id).all()
@@ -297,7 +288,7 @@ def test_compute_loss_on_a_padded_batch_matches_a_row_by_row_computation(lm):
         assert got.item() == pytest.approx(want, rel=1e-4)
         loss, out = tr.compute_loss(model, batch, return_outputs=True)
         assert loss.item() == pytest.approx(want, rel=1e-4) and out is None
-        tr_r = _padded_trainer(model, tok, "retain")
+        tr_r = _trainer(model, tok, "retain", pairs=2)
         assert tr_r.compute_loss(model, batch).item() == pytest.approx(nll, rel=1e-4)
 
         frozen = copy.deepcopy(base)
@@ -305,7 +296,7 @@ def test_compute_loss_on_a_padded_batch_matches_a_row_by_row_computation(lm):
         with torch.no_grad():
             rmodel.model.layers[6].mlp.down_proj.weight.mul_(1.5)
         c = control_vector(576, 6.5, torch.Generator().manual_seed(0))
-        tr_m = _padded_trainer(rmodel, tok, "rmu", frozen_model=frozen, control=c, layer=7, alpha=3.0)
+        tr_m = _trainer(rmodel, tok, "rmu", pairs=2, frozen_model=frozen, control=c, layer=7, alpha=3.0)
         fs = [layer_activations(rmodel, 7, x)[0] for x, _ in rows("forget")]
         lf = torch.cat([((h - c) ** 2).mean(-1) for h in fs]).mean().item()
         rs = [(layer_activations(rmodel, 7, x)[0], layer_activations(frozen, 7, x)[0]) for x, _ in rows("retain")]

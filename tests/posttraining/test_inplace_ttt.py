@@ -363,29 +363,28 @@ def test_sliding_window_mask():
         sliding_window_mask(4, 0)
 
 
-def test_swa_model_window_limits_attention_without_ttt():
+def _outputs_with_first_token_changed(cfg):
+    """The model of ``cfg`` (seed 0) on 24 random tokens and on the same tokens with the first one changed."""
     torch.manual_seed(0)
-    cfg = SWATTTConfig(vocab_size=20, d_model=16, n_layers=2, n_heads=2, mlp_hidden=16, window=3, ttt="none")
     m = SWATTTLM(cfg).eval()
     x = torch.randint(0, 20, (1, 24))
     x2 = x.clone()
     x2[0, 0] = (x[0, 0] + 1) % 20
     with torch.no_grad():
-        a, b = m(x), m(x2)
+        return m, m(x), m(x2)
+
+
+def test_swa_model_window_limits_attention_without_ttt():
+    cfg = SWATTTConfig(vocab_size=20, d_model=16, n_layers=2, n_heads=2, mlp_hidden=16, window=3, ttt="none")
+    _, a, b = _outputs_with_first_token_changed(cfg)
     assert torch.equal(a[0, 5:], b[0, 5:])        # beyond 2 stacked windows of 3: invisible
     assert not torch.allclose(a[0, :3], b[0, :3])
 
 
 def test_swa_ttt_model_reaches_beyond_the_window_through_fast_weights():
-    torch.manual_seed(0)
     cfg = SWATTTConfig(vocab_size=20, d_model=16, n_layers=2, n_heads=2, mlp_hidden=16, window=3, chunk_size=8,
                        eta=1.0, ttt="ntp", target_init="identity")
-    m = SWATTTLM(cfg).eval()
-    x = torch.randint(0, 20, (1, 24))
-    x2 = x.clone()
-    x2[0, 0] = (x[0, 0] + 1) % 20
-    with torch.no_grad():
-        a, b = m(x), m(x2)
+    m, a, b = _outputs_with_first_token_changed(cfg)
     assert torch.equal(a[0, 5:8], b[0, 5:8])       # same chunk, beyond the window: nothing
     assert not torch.allclose(a[0, 8:], b[0, 8:])  # next chunks: the fast weights carry it
     assert isinstance(m.blocks[0]["mlp"], InPlaceTTTMLP)
