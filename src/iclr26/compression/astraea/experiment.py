@@ -1,7 +1,7 @@
 """Claim checks for Astraea (token-wise acceleration of video DiTs), on a toy video DiT.
 
 One seed = one independently trained model: a class-conditional rectified-flow video DiT
-(:class:`~.video.TinyVideoDiT`, 5 frames of 16x16 px, 4x4 patches: 80 tokens, 4 adaLN-Zero blocks)
+(:class:`iclr26.models.video.TinyVideoDiT`, 5 frames of 16x16 px, 4x4 patches: 80 tokens, 4 adaLN-Zero blocks)
 trained on moving 8x8 digits (train split), sampled with 20 Euler steps and classifier-free guidance
 ``omega = 4`` (diffusers ``guidance_scale = 5``, the default of Wan2.1, the paper's main model; the
 conditional and unconditional passes go through the transformer as one batch). Every arm starts from the same
@@ -34,7 +34,7 @@ from iclr26.common.seeding import seed_everything
 from iclr26.models import diffusion as D
 
 from .acceleration import StepSkip, apply_astraea, psnr, search_token_budget, uniform_budget
-from .video import TinyVideoDiT, moving_digits
+from iclr26.models.video import TinyVideoDiT, moving_digits
 
 SCALES = {
     "smoke": dict(frames=5, width=32, depth=2, n_train=64, train_steps=4, batch=16, steps=6, target=0.5,
