@@ -2,6 +2,7 @@
 from .steering import (
     ReBalanceConfig,
     ReBalanceSteerer,
+    baseline_control,
     control,
     decoder_layers,
     fit_rebalance,
@@ -9,5 +10,5 @@ from .steering import (
     window_variance,
 )
 
-__all__ = ["ReBalanceConfig", "ReBalanceSteerer", "control", "decoder_layers", "fit_rebalance",
-           "step_confidence", "window_variance"]
+__all__ = ["ReBalanceConfig", "ReBalanceSteerer", "baseline_control", "control", "decoder_layers",
+           "fit_rebalance", "step_confidence", "window_variance"]
