@@ -416,3 +416,95 @@ def test_repeated_call_on_the_same_ids_and_low_precision_scores(trio):
     delta16 = (ze - za).float().to(torch.bfloat16)
     assert torch.equal(out, zb16 + 0.7 * delta16)
     assert not torch.equal(zb16 + 0.7 * delta16, (zb16.float() + 0.7 * (ze - za)).to(torch.bfloat16))
+
+
+# --- the claim check's helpers (experiment.py) -------------------------------------------------
+
+def test_experiment_splits_are_disjoint_sized_and_level_mixed():
+    from iclr26.decoding.proxythinker import experiment as ex
+
+    cfg = dict(ex.SCALES["quick"], n_train=11, n_val=7, n_test=9)
+    data = ex.splits(cfg, 0)
+    assert {k: len(v) for k, v in data.items()} == {"test": 9, "val": 7, "train": 11}
+    exprs = {k: {p.metadata["expression"] for p in v} for k, v in data.items()}
+    assert all(len(exprs[k]) == len(data[k]) for k in data)          # no repeats within a split
+    assert not (exprs["train"] & exprs["val"] or exprs["train"] & exprs["test"] or exprs["val"] & exprs["test"])
+    levels = [p.metadata["level"] for p in data["test"]]
+    assert levels[:4] == [3, 4, 3, 4] and sorted(set(levels)) == [3, 4]
+    assert ex.splits(cfg, 0)["test"][0].question == data["test"][0].question   # deterministic
+    assert ex.splits(cfg, 1)["test"][0].question != data["test"][0].question
+
+
+def test_experiment_quick_splits_at_full_size_are_disjoint_and_test_is_stable():
+    from iclr26.decoding.proxythinker import experiment as ex
+
+    cfg = ex.SCALES["quick"]
+    data = ex.splits(cfg, 0)
+    assert {k: len(v) for k, v in data.items()} == {"test": cfg["n_test"], "val": cfg["n_val"], "train": cfg["n_train"]}
+    assert cfg["n_test"] >= 100 and cfg["n_train"] >= 256 and cfg["n_val"] >= 64
+    exprs = {k: {p.metadata["expression"] for p in v} for k, v in data.items()}
+    assert sum(map(len, exprs.values())) == sum(map(len, data.values()))     # all distinct, across splits too
+    for k in data:                                                          # levels 3 and 4 in equal parts
+        lv = [p.metadata["level"] for p in data[k]]
+        assert lv.count(3) == lv.count(4) == len(lv) // 2
+    # the test split is drawn first: resizing the other splits leaves it unchanged
+    small = ex.splits(dict(cfg, n_train=64, n_val=32), 0)
+    assert [p.question for p in small["test"]] == [p.question for p in data["test"]]
+
+
+def test_experiment_prompt_starts_the_answer():
+    from iclr26.data.math import arithmetic_problems
+    from iclr26.decoding.proxythinker import experiment as ex
+
+    p = arithmetic_problems(1, seed=0, difficulty=3)[0]
+    s = ex.prompt_for(p)
+    assert s.endswith(f"Q: {p.question}\nA: {p.metadata['expression']} =")
+    assert s.startswith("Q: Calculate 12 - 5 * 2.\nA: 12 - 5 * 2 = 2\n")
+    assert ex._answer(" 42\nQ: Calculate") == " 42"
+    assert ex._score([" 42\nQ: 7", " 7\n42"], [type(p)("q", "42", None, {}), type(p)("q", "42", None, {})]) == [1, 0]
+
+
+def test_experiment_rejection_sampling_keeps_distinct_correct_samples(monkeypatch):
+    import iclr26.models.generation_cache as gc
+    from iclr26.data.math import Problem
+    from iclr26.decoding.proxythinker import experiment as ex
+
+    probs = [Problem("Calculate 2 + 3.", "5", None, {"expression": "2 + 3"}),
+             Problem("Calculate 4 * 4.", "16", None, {"expression": "4 * 4"})]
+    fake = [" 5\nQ", " 5\nA", " 6", " 5.0", " 15", " 17", " 1", "x"]
+    seen = {}
+
+    def fake_generate(model, tok, prompts, max_new, **kw):
+        seen.update(prompts=prompts, max_new=max_new, **kw)
+        return fake
+
+    monkeypatch.setattr(gc, "generate_cached", fake_generate)
+    cfg = dict(k=4, max_new_tokens=10, temperature=1.0, batch_size=8)
+    rows, stats = ex.rft_rows(None, None, probs, cfg)
+    assert seen["do_sample"] is True and seen["temperature"] == 1.0 and seen["prompts"][3] == ex.prompt_for(probs[0])
+    assert seen["prompts"][4] == ex.prompt_for(probs[1]) and len(seen["prompts"]) == 8
+    assert [r["completion"] for r in rows] == [" 5\n", " 5.0\n"]          # distinct correct ones, problem 0 only
+    assert all(r["prompt"] == ex.prompt_for(probs[0]) for r in rows)
+    assert stats == dict(samples=8, correct_samples=3, problems_solved=1, rows=2)
+    assert seen["batch_size"] == 8                                    # no sample_batch: the greedy batch
+    ex.rft_rows(None, None, probs, dict(cfg, sample_batch=5))
+    assert seen["batch_size"] == 5 and seen["seed"] == 0
+
+
+def test_experiment_flip_counter_counts_changed_argmax_of_live_rows():
+    from iclr26.decoding.proxythinker import experiment as ex
+
+    def proc(ids, scores):                       # flips row 0 to token 3, leaves row 1 alone
+        out = scores.clone()
+        out[0, 3] = 100.0
+        return out
+
+    fc = ex._FlipCounter(proc, stop_ids={1})
+    scores = torch.tensor([[5.0, 0, 0, 0], [5.0, 0, 0, 0]])
+    ids = torch.tensor([[7, 8], [7, 8]])
+    out = fc(ids, scores)
+    assert torch.equal(out.argmax(-1), torch.tensor([3, 0])) and (fc.flips, fc.steps) == (1, 2)
+    fc(torch.tensor([[7, 8, 3], [7, 8, 1]]), scores)          # row 1 has stopped: not counted
+    assert (fc.flips, fc.steps) == (2, 3)
+    fc(torch.tensor([[7, 8], [7, 9]]), scores)                # a new batch starts: both rows live again
+    assert (fc.flips, fc.steps) == (3, 5)
