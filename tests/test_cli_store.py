@@ -145,6 +145,23 @@ def test_estimate_from_published_durations():
     assert estimate_seconds([Job("c", "quick", 0, "fp")], Ref(), 1)[0] is None
 
 
+def test_durations_count_cpu_time_capped_by_wall_time(tmp_path):
+    """A trial measured on an overloaded machine (wall 300 s, CPU 60 s) costs its CPU time; one that
+    used several threads (wall 50 s, CPU 90 s) its wall time; one stored without CPU time the median
+    of the CPU-timed ones, or its wall time when no trial of the paper has CPU time."""
+    from iclr26.harness.store import Store, Trial
+
+    with Store(tmp_path / "s.sqlite") as st:
+        for seed, wall, cpu in ((0, 300.0, 60.0), (1, 50.0, 90.0), (2, 40.0, None)):
+            st.put_trial(Trial("crc", "quick", seed, "fp", "ok", {"metrics": {}}, None, wall, 1, "", {}, {}, 2, None, cpu))
+        st.put_trial(Trial("crc", "quick", 3, "fp", "error", None, "x", 7.0, 1, "", {}, {}, 2, None, 7.0))
+        # the trial without CPU time costs the median of the CPU-timed ones (60 s and 50 s -> 60 s)
+        assert sorted(st.durations("crc", "quick")) == [50.0, 60.0, 60.0]
+        assert st.durations("crc", "smoke") == []
+        st.put_trial(Trial("csnn", "quick", 0, "fp", "ok", {"metrics": {}}, None, 40.0, 1, "", {}, {}, 2, None, None))
+        assert st.durations("csnn", "quick") == [40.0]  # no CPU time anywhere: the wall time
+
+
 # --- robust runs ------------------------------------------------------------------------------------
 
 
@@ -320,3 +337,21 @@ def test_a_store_written_before_cpu_seconds_were_recorded_opens_and_migrates(tmp
         assert cols[-2:] == ["deps", "cpu_s"]
         st.put_trial(Trial("crc", "quick", 1, "fp", "ok", {"metrics": {}}, None, 3.0, 1, "", {}, {}, 2, None, 2.5))
         assert [t.cpu_s for t in st.trials_at("crc", "quick", "fp")] == [None, 2.5]
+
+
+def test_report_quick_time_counts_cpu_time_and_two_jobs(tmp_path, monkeypatch):
+    """The index shows each paper's quick time with 2 jobs from CPU seconds capped by wall time."""
+    from iclr26.harness import report
+    from iclr26.harness.store import Store, Trial
+
+    runs = [Trial("crc", "quick", s, "fp", "ok", {"metrics": {}}, None, wall, 1, "", {}, {}, 2, None, cpu)
+            for s, wall, cpu in ((0, 300.0, 60.0), (1, 50.0, 90.0), (2, 40.0, None))]
+    monkeypatch.setattr(report, "select_trials", lambda p, scale, store: (runs if p.id == "crc" and scale == "quick" else [], None))
+    with Store(tmp_path / "s.sqlite") as st:
+        rec = next(r for r in report.collect(st) if r["id"] == "crc")
+    assert rec["runtime_s"] == 390.0 and rec["cpu_s"] is None
+    assert rec["core_s"] == 170.0 and rec["two_jobs_s"] == 85.0
+    runs[:] = runs[:1]
+    with Store(tmp_path / "s.sqlite") as st:
+        rec = next(r for r in report.collect(st) if r["id"] == "crc")
+    assert rec["two_jobs_s"] == 60.0  # one trial cannot be split over two jobs

@@ -356,3 +356,250 @@ def test_feature_classifier_learns_digits():
     assert D.frechet_distance(fc.features(X), f) < D.frechet_distance(fc.features(X), fc.features(-Xt))
     with pytest.raises(ValueError, match="64 features"):
         fc.features(np.zeros((2, 10)))
+
+
+# ------------------------------------------------------------------- public DiT pieces / video DiT
+def test_dit_pieces_compose_to_the_forward_and_keep_the_state_dict_layout():
+    torch.manual_seed(0)
+    m = D.TinyDiT(D.DiTConfig(image_size=12, patch=3, channels=2, width=16, depth=2, heads=2))
+    with torch.no_grad():
+        for p in m.parameters():
+            p.normal_(0, 0.2)
+    x, t, y = torch.randn(3, 2, 12, 12), torch.rand(3), torch.tensor([0, 4, 10])
+    h, cond = m.embed(x), m.condition(t, y)
+    assert h.shape == (3, 16, 16) and cond.shape == (3, 16)
+    for blk in m.blocks:
+        h = blk(h, cond)
+    torch.testing.assert_close(m.head(h, cond, x.shape), m(x, t, y))
+    # the parameter set of the earlier layout (names and shapes), so earlier state dicts load
+    assert {k: tuple(v.shape) for k, v in m.state_dict().items()} == {
+        "pos": (1, 16, 16), "patch_in.weight": (16, 18), "patch_in.bias": (16,),
+        "cond.label.weight": (11, 16), "cond.time.0.weight": (16, 16), "cond.time.0.bias": (16,),
+        "cond.time.2.weight": (16, 16), "cond.time.2.bias": (16,),
+        **{f"blocks.{i}.{k}": s for i in range(2) for k, s in {
+            "attn.in_proj_weight": (48, 16), "attn.in_proj_bias": (48,), "attn.out_proj.weight": (16, 16),
+            "attn.out_proj.bias": (16,), "mlp.0.weight": (64, 16), "mlp.0.bias": (64,), "mlp.2.weight": (16, 64),
+            "mlp.2.bias": (16,), "ada.1.weight": (96, 16), "ada.1.bias": (96,)}.items()},
+        "ada_out.1.weight": (32, 16), "ada_out.1.bias": (32,), "out.weight": (18, 16), "out.bias": (18,)}
+    assert D._DiTBlock is D.DiTBlock and D._CondEmbed is D.CondEmbed
+
+
+def test_seeded_initialisation_is_unchanged():
+    """Values of the seeded default TinyDiT / TinyVideoDiT (recorded before the pieces were made
+    public): the layers are created in the same order, so seeded runs keep their numbers."""
+    from iclr26.models.video import TinyVideoDiT
+
+    torch.manual_seed(0)
+    m = D.TinyDiT()
+    got = [float(m.pos.sum()), float(m.blocks[0].attn.in_proj_weight.sum()), float(m.cond.label.weight.sum()),
+           float(m.blocks[-1].mlp[2].weight.sum())]
+    assert got == pytest.approx([0.893902063369751, 8.56075668334961, -18.99164390563965, -3.2516095638275146],
+                                rel=1e-6)
+    torch.manual_seed(0)
+    v = TinyVideoDiT()
+    assert [float(v.pos.sum()), float(v.blocks[-1].mlp[2].weight.sum())] == pytest.approx(
+        [-1.592711091041565, -4.178110599517822], rel=1e-6)
+
+
+def test_patchify_token_order_and_round_trip():
+    x = torch.arange(2 * 3 * 2 * 4 * 4, dtype=torch.float32).reshape(2, 3, 2, 4, 4)    # (B, F, C, H, W)
+    tok = D.patchify(x, 2)
+    assert tok.shape == (2, 3 * 4, 2 * 4)
+    # token (frame 1, row 0, column 1): channel-major 2x2 patch
+    want = x[0, 1, :, 0:2, 2:4].reshape(-1)
+    torch.testing.assert_close(tok[0, 1 * 4 + 0 * 2 + 1], want)
+    torch.testing.assert_close(D.unpatchify(tok, x.shape, 2), x)
+    img = x[:, 0]
+    torch.testing.assert_close(D.patchify(img, 2), tok[:, :4])                        # frame 0 = the image
+    torch.testing.assert_close(D.unpatchify(D.patchify(img, 4), img.shape, 4), img)
+
+
+def test_dit_block_per_token_condition_equals_broadcast_per_sample_condition():
+    torch.manual_seed(0)
+    blk = D.DiTBlock(8, 2)
+    with torch.no_grad():
+        blk.ada[1].weight.normal_(0, 0.5)
+        blk.ada[1].bias.normal_(0, 0.5)
+    h, c = torch.randn(2, 5, 8), torch.randn(2, 8)
+    torch.testing.assert_close(blk(h, c), blk(h, c[:, None].expand(2, 5, 8)))
+    c_tok = c[:, None].repeat(1, 5, 1)
+    c_tok[:, 2] += 1.0                                   # another condition for token 2 only
+    out, base = blk(h, c_tok), blk(h, c)
+    assert not torch.allclose(out, base)
+    # the first modulation of every other token is untouched: their pre-attention input is the same
+    s1, b1 = blk.ada(c_tok).chunk(6, -1)[:2]
+    u = blk.n1(h) * (1 + s1) + b1
+    u0 = blk.n1(h) * (1 + blk.ada(c)[:, None].chunk(6, -1)[0]) + blk.ada(c)[:, None].chunk(6, -1)[1]
+    keep = [0, 1, 3, 4]
+    torch.testing.assert_close(u[:, keep], u0[:, keep])
+    assert not torch.allclose(u[:, 2], u0[:, 2])
+
+
+def test_final_layer_reference_and_zero_init():
+    torch.manual_seed(1)
+    cfg = D.DiTConfig(image_size=4, patch=2, channels=3, width=8, heads=2)
+    norm, ada, out = D.output_layers(cfg)
+    assert out.out_features == 12 and torch.all(ada[1].weight == 0) and torch.all(out.weight == 0)
+    h, c = torch.randn(2, 4, 8), torch.randn(2, 8)
+    assert torch.all(D.final_layer(h, c, norm, ada, out) == 0)
+    with torch.no_grad():
+        for p in (*ada.parameters(), *out.parameters()):
+            p.normal_(0, 0.3)
+    mod = (c * torch.sigmoid(c)) @ ada[1].weight.T + ada[1].bias
+    sh, sc = mod[:, None].split(8, -1)
+    ln = (h - h.mean(-1, keepdim=True)) / torch.sqrt(h.var(-1, unbiased=False, keepdim=True) + 1e-6)
+    torch.testing.assert_close(D.final_layer(h, c, norm, ada, out), (ln * (1 + sc) + sh) @ out.weight.T + out.bias)
+    proj, pos = D.input_layers(cfg, 7)
+    assert (proj.in_features, proj.out_features, tuple(pos.shape)) == (12, 8, (1, 7, 8))
+
+
+def test_check_dit_sizes_messages():
+    with pytest.raises(ValueError, match="^image_size 9 must be divisible by patch 2$"):
+        D.check_dit_sizes(9, 2, 8, 2, a=1)
+    with pytest.raises(ValueError, match=r"^width 30 must be even and divisible by heads 4$"):
+        D.check_dit_sizes(8, 2, 30, 4, a=1)
+    with pytest.raises(ValueError, match="^a, b and c must be >= 1$"):
+        D.check_dit_sizes(8, 2, 8, 2, a=1, b=0, c=2)
+    with pytest.raises(ValueError, match="^channels, depth, heads and n_classes must be >= 1$"):
+        D.DiTConfig(n_classes=0)
+    with pytest.raises(ValueError, match="n_tokens must be >= 1"):
+        D.TinyDiT(n_tokens=0)
+    D.check_dit_sizes(4, 1, 2, 1, a=1)
+
+
+def test_video_dit_is_the_dit_on_frame_tokens():
+    from iclr26.models.video import TinyVideoDiT
+
+    cfg = D.DiTConfig(image_size=8, patch=4, width=16, depth=1, heads=2)
+    torch.manual_seed(0)
+    v = TinyVideoDiT(3, cfg)
+    assert isinstance(v, D.TinyDiT) and v.n_tokens == 12 and v.input_shape == (3, 1, 8, 8)
+    with torch.no_grad():
+        for p in v.parameters():
+            p.normal_(0, 0.2)
+    x, t, y = torch.randn(2, 3, 1, 8, 8), torch.rand(2), torch.tensor([1, 10])
+    out = v(x, t, y)
+    assert out.shape == x.shape
+    # a 1-frame video DiT with the same weights (first 4 positions) is the image DiT
+    img = D.TinyDiT(cfg)
+    state = dict(v.state_dict(), pos=v.pos[:, :4].detach().clone())
+    img.load_state_dict(state)
+    v1 = TinyVideoDiT(1, cfg)
+    v1.load_state_dict(state)
+    torch.testing.assert_close(v1(x[:, :1], t, y)[:, 0], img(x[:, 0], t, y))
+    with pytest.raises(ValueError, match=r"x must have shape \(B, 3, 1, 8, 8\)"):
+        v(torch.randn(2, 1, 8, 8), t, y)
+    with pytest.raises(ValueError, match="frames must be >= 1"):
+        TinyVideoDiT(0, cfg)
+
+
+# ---------------------------------------------------------------------- train_diffusion options
+def _mlp(seed=0):
+    torch.manual_seed(seed)
+    return D.ConditionalMLP(2, 4, width=16, depth=1)
+
+
+def _ring():
+    return D.ring_mixture(4, radius=3.0, std=0.3).sample(300, np.random.default_rng(0))
+
+
+@pytest.mark.parametrize("objective,ema", [("eps", 0.9), ("flow", None)])
+def test_loss_callable_with_the_default_loss_is_the_default_path(objective, ema):
+    X, y = _ring()
+    a, b = _mlp(), _mlp()
+    la = D.train_diffusion(a, X, y, objective, steps=15, batch_size=16, lr=3e-3, p_uncond=0.2, seed=3, ema=ema)
+    lb = D.train_diffusion(b, X, y, objective, steps=15, batch_size=16, lr=3e-3, p_uncond=0.2, seed=3, ema=ema,
+                           loss_fn=lambda m, x0, yb, g: D.diffusion_loss(m, x0, yb, objective, 0.2, g))
+    assert la == lb
+    for k, v in a.state_dict().items():
+        assert torch.equal(v, b.state_dict()[k]), k
+    c = _mlp()
+    lc = D.train_diffusion(c, X, y, objective, steps=15, batch_size=16, lr=3e-3, p_uncond=0.2, seed=3, ema=ema,
+                           loss_fn=lambda m, x0, yb, g: 2 * D.diffusion_loss(m, x0, yb, objective, 0.2, g))
+    assert lc != la
+
+
+def test_loss_callable_gets_the_batch_its_extra_rows_and_logs():
+    X, y = _ring()
+    extra = torch.arange(len(X)) * 10
+    seen, hist = [], {}
+
+    def loss_fn(m, x0, yb, g, extra):
+        seen.append((x0.clone(), yb.clone(), extra.clone()))
+        loss = D.diffusion_loss(m, x0, yb, "flow", 0.1, g)
+        return loss, {"twice": 2 * float(loss)}
+
+    losses = D.train_diffusion(_mlp(), X, y, "flow", steps=4, batch_size=8, seed=1, loss_fn=loss_fn, extra=extra,
+                               history=hist)
+    assert len(seen) == 4 and hist["twice"] == pytest.approx([2 * v for v in losses])
+    Xt = torch.as_tensor(X, dtype=torch.float32)
+    for x0, yb, ex in seen:
+        idx = ex // 10                                           # the rows drawn this step
+        torch.testing.assert_close(x0, Xt[idx])
+        assert torch.equal(yb, torch.as_tensor(y)[idx])
+    # same batches as the default path draws (the callable is called after the batch indices)
+    g = torch.Generator().manual_seed(1)
+    first = torch.randint(len(X), (8,), generator=g)
+    assert torch.equal(seen[0][2] // 10, first)
+    # without a history the logs are dropped
+    D.train_diffusion(_mlp(), X, y, "flow", steps=2, batch_size=8, loss_fn=lambda m, x, yy, g, extra: (
+        D.diffusion_loss(m, x, yy, "flow", 0.1, g), {"a": 1.0}), extra=extra)
+
+
+class _Scalar(torch.nn.Module):
+    n_classes = 1
+
+    def __init__(self):
+        super().__init__()
+        self.b = torch.nn.Parameter(torch.zeros(()))
+
+
+def test_constant_schedule_extra_params_and_checkpoints():
+    X, y = _ring()
+    # a loss whose gradient sign never changes: each AdamW step moves b by about the step's lr
+    moved = {}
+    for sched in ("constant", "cosine"):
+        m = _Scalar()
+        D.train_diffusion(m, X, y, steps=6, batch_size=4, lr=0.01, ema=None, lr_schedule=sched,
+                          loss_fn=lambda mm, x0, yb, g: (mm.b - 100.0) ** 2)
+        moved[sched] = float(m.b)
+    assert moved["constant"] == pytest.approx(0.06, rel=1e-3)
+    cosine = sum(0.01 * (1 + math.cos(math.pi * k / 6)) / 2 for k in range(6))
+    assert moved["cosine"] == pytest.approx(cosine, rel=1e-3)
+    # checkpoints see the averaged weights in eval mode, training is undisturbed, final = last average
+    snaps = {}
+
+    def snap(step, model):
+        assert not model.training
+        snaps[step] = {k: v.clone() for k, v in model.state_dict().items()}
+    a, b = _mlp(), _mlp()
+    D.train_diffusion(a, X, y, "flow", steps=6, batch_size=8, ema=0.5, checkpoints=(3, 6), on_checkpoint=snap)
+    D.train_diffusion(b, X, y, "flow", steps=6, batch_size=8, ema=0.5)
+    for k, v in a.state_dict().items():
+        assert torch.equal(v, b.state_dict()[k])
+        assert torch.equal(snaps[6][k], v)
+    assert any(not torch.equal(snaps[3][k], snaps[6][k]) for k in snaps[3])
+    # constant vs cosine schedules give different weights
+    c, d = _mlp(), _mlp()
+    D.train_diffusion(c, X, y, "flow", steps=6, batch_size=8, lr=1e-2, ema=None, lr_schedule="constant")
+    D.train_diffusion(d, X, y, "flow", steps=6, batch_size=8, lr=1e-2, ema=None)
+    assert any(not torch.equal(c.state_dict()[k], v) for k, v in d.state_dict().items())
+    # extra parameters are optimised with the model but not averaged into it
+    w = torch.nn.Parameter(torch.ones(()))
+    e = _mlp()
+    D.train_diffusion(e, X, y, "flow", steps=3, batch_size=8, ema=0.5, extra_params=[w],
+                      loss_fn=lambda m, x0, yb, g: D.diffusion_loss(m, x0, yb, "flow", 0.1, g) + w ** 2)
+    assert float(w) < 1.0
+
+
+def test_train_diffusion_option_rejections():
+    X, y = _ring()
+    m = _mlp()
+    with pytest.raises(ValueError, match=r"^lr_schedule must be one of \('cosine', 'constant'\), got 'step'$"):
+        D.train_diffusion(m, X, y, steps=2, lr_schedule="step")
+    with pytest.raises(ValueError, match=r"^checkpoints must lie in 1..2, got \[3\]$"):
+        D.train_diffusion(m, X, y, steps=2, checkpoints=(3,))
+    with pytest.raises(ValueError, match=r"^checkpoints must lie in 1..2, got \[0\]$"):
+        D.train_diffusion(m, X, y, steps=2, checkpoints=(0, 2))
+    with pytest.raises(ValueError, match=r"^extra must have one row per example of X \(300\), got 5$"):
+        D.train_diffusion(m, X, y, steps=2, extra=np.zeros(5), loss_fn=lambda *a, **k: None)

@@ -623,3 +623,28 @@ def test_decoder_output_modulation_and_time_mlps_match_a_reference():
     want = m.unpatchify(m.out(ln(h) * (1 + sc) + sh))
     torch.testing.assert_close(m.decode(x, t, z), want, rtol=1e-5, atol=1e-5)
     assert want.abs().max() > 0.1
+
+
+def test_state_dict_of_the_earlier_layout_loads_and_seeded_init_is_unchanged():
+    """The label embedding and encoder time MLP moved into ``cond`` (the shared DiT condition
+    embedding); a state dict with the earlier top-level ``label.*`` / ``time.*`` keys loads into the
+    same parameters, and the seeded initialisation (recorded before the move) is unchanged."""
+    torch.manual_seed(0)
+    m = DecoupledDiT()
+    assert [float(m.dec_pos.sum()), float(m.decoder[-1].mlp[2].weight.sum()), float(m.label.weight.sum())] == \
+        pytest.approx([-0.6363731622695923, 6.383399963378906, -18.99164390563965], rel=1e-6)
+    assert m.label is m.cond.label and m.time is m.cond.time and isinstance(m.encoder[0], D.DiTBlock)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.normal_(0, 0.2)
+    old = {(k[len("cond."):] if k.startswith("cond.") else k): v.clone() for k, v in m.state_dict().items()}
+    assert {k for k in old if k.startswith(("label.", "time."))} == {
+        "label.weight", "time.0.weight", "time.0.bias", "time.2.weight", "time.2.bias"}
+    torch.manual_seed(1)
+    fresh = DecoupledDiT()
+    fresh.load_state_dict(old)                                   # strict: every key matched
+    x, t, y = torch.randn(2, 1, 8, 8), torch.tensor([0.2, 0.9]), torch.tensor([3, 10])
+    assert torch.equal(fresh(x, t, y), m(x, t, y))
+    fresh.load_state_dict(m.state_dict())                        # and the current layout
+    with pytest.raises(RuntimeError, match="Missing key"):
+        fresh.load_state_dict({k: v for k, v in old.items() if k != "label.weight"})

@@ -513,3 +513,30 @@ def test_quick_scale_claims():
     assert set(r["metrics"]) >= {"log_fm_loss_c2v", "log_fm_loss_i2v", "log_fm_loss_inpaint"}
     for arms in r["metrics"].values():
         assert arms["multi"] < arms["untrained"]
+
+
+def test_multitask_steps_draw_one_task_per_example_on_the_shared_loop(monkeypatch):
+    """Each step: the batch rows of the shared loop (``train_diffusion``'s first draw), then one
+    task per example from ``task_weights``, then the flow-matching loss of the bound model."""
+    from iclr26.generative.many_for_many import training
+
+    X, y = moving_digits(40, frames=FRAMES, seed=5)
+    seen = []
+    real = training.task_condition
+
+    def spy(video, task, hole=None):
+        seen.append((video.clone(), list(task)))
+        return real(video, task, hole)
+
+    monkeypatch.setattr(training, "task_condition", spy)
+    torch.manual_seed(0)
+    m = MfMVideoTransformer(FRAMES, D.DiTConfig(image_size=16, patch=4, width=16, depth=1, heads=4))
+    train_multitask(m, X, y, TASKS, task_weights=[0.5, 0.25, 0.25], steps=3, batch_size=16, seed=2, ema=None)
+    assert len(seen) == 3 and all(len(t) == 16 for _, t in seen)
+    g = torch.Generator().manual_seed(2)
+    idx = torch.randint(len(X), (16,), generator=g)
+    torch.testing.assert_close(seen[0][0], torch.as_tensor(X)[idx])          # the loop's batch rows
+    pick = torch.multinomial(torch.tensor([0.5, 0.25, 0.25], dtype=torch.float64), 16, replacement=True,
+                             generator=g)
+    assert seen[0][1] == [TASKS[int(k)] for k in pick]                       # then the per-example tasks
+    assert len({t for _, ts in seen for t in ts}) == 3

@@ -118,6 +118,23 @@ class Trial:
     cpu_s: float | None = None  # user + system CPU seconds of run() (the trial's process and its children)
 
 
+def core_seconds(durations: list[float], cpu: list[float | None]) -> list[float]:
+    """What each trial takes on a core of its own, from its wall time and its CPU seconds.
+
+    Trials are single-threaded, so on an unloaded core the wall time is about the CPU time, while a
+    wall time measured on a shared, overloaded machine overstates it several times over. A trial with
+    CPU seconds costs them, capped by its wall time (a trial that used several threads took no longer
+    than that); where some trials of a paper have CPU seconds and others (stored before they were
+    recorded) do not, those others cost the median of the CPU-timed ones; with none CPU-timed, the
+    wall times are all there is.
+    """
+    timed = [min(d, c) for d, c in zip(durations, cpu) if c is not None]
+    if not timed:
+        return [float(d) for d in durations]
+    fill = float(sorted(timed)[len(timed) // 2])
+    return [float(min(d, c)) if c is not None else fill for d, c in zip(durations, cpu)]
+
+
 class Store:
     """Thin wrapper over the SQLite file; safe to open from several processes at once."""
 
@@ -200,10 +217,12 @@ class Store:
         return None if row is None else self._trial(row)
 
     def durations(self, paper: str, scale: str) -> list[float]:
-        """Durations of the ok trials stored for (paper, scale), at any code."""
-        return [r[0] for r in self.conn.execute(
-            "SELECT duration_s FROM trials WHERE paper=? AND scale=? AND status='ok' AND duration_s IS NOT NULL",
-            (paper, scale))]
+        """How long each ok trial stored for (paper, scale), at any code, takes on a core of its own
+        (:func:`core_seconds`)."""
+        rows = self.conn.execute(
+            "SELECT duration_s, cpu_s FROM trials WHERE paper=? AND scale=? AND status='ok' AND duration_s IS NOT NULL",
+            (paper, scale)).fetchall()
+        return core_seconds([r[0] for r in rows], [r[1] for r in rows])
 
     def claim(self, paper: str, scale: str, seed: int, fingerprint: str) -> bool:
         """Claim a trial for this process; False when another live run holds it."""

@@ -9,11 +9,15 @@ ones here. The module holds
   (:func:`ring_mixture` and :func:`two_gaussians` build the usual analytic targets);
 * models: :class:`TinyDiT` (a DiT with adaLN-Zero blocks, Peebles & Xie 2023) for images and
   :class:`ConditionalMLP` for vectors; both take ``(x, t, y)`` with ``y == n_classes`` meaning
-  "no label" (the classifier-free null class);
+  "no label" (the classifier-free null class). The DiT pieces are public for the models built on
+  them (the video DiT of :mod:`iclr26.models.video`, the decoupled DiT of DUPA): the size checks
+  :func:`check_dit_sizes`, :class:`CondEmbed`, :class:`DiTBlock`, :func:`input_layers`,
+  :func:`output_layers` / :func:`final_layer` and :func:`patchify` / :func:`unpatchify`;
 * training: :func:`diffusion_loss` / :func:`train_diffusion` for the DDPM noise-prediction objective
   (Ho et al. 2020, cosine schedule of Nichol & Dhariwal 2021) and the flow-matching velocity
   objective (rectified flow, Lipman et al. 2023 / Liu et al. 2023), both with classifier-free
-  label dropout (Ho & Salimans 2022);
+  label dropout (Ho & Salimans 2022); :func:`train_diffusion` also takes a per-batch loss callable
+  (multi-task conditions, auxiliary losses) with the same optimiser, schedule and EMA;
 * sampling: :func:`sample` (DDIM, Song et al. 2021, for ``"eps"``; Euler for ``"flow"``) with a
   pluggable guidance callable ``guidance(pred_cond, pred_uncond, score_scale) -> pred``;
   :class:`ClassifierFreeGuidance` is the standard one;
@@ -213,17 +217,42 @@ def timestep_embedding(t: torch.Tensor, dim: int, max_period: float = 10000.0) -
     return torch.nn.functional.pad(emb, (0, dim - 2 * half))
 
 
-class _CondEmbed(nn.Module):
+class CondEmbed(nn.Module):
+    """The DiT condition embedding: ``MLP(timestep_embedding(t)) + Embedding(y)`` (Peebles & Xie
+    2023, Sec. 3.2), ``(B, width)``; label ``n_classes`` is the classifier-free null label. Creates
+    ``label`` then ``time`` (the order fixes seeded initialisations)."""
+
     def __init__(self, n_classes: int, width: int):
         super().__init__()
         self.n_classes, self.width = n_classes, width
         self.label = nn.Embedding(n_classes + 1, width)          # index n_classes = null label
-        self.time = nn.Sequential(nn.Linear(width, width), nn.SiLU(), nn.Linear(width, width))
+        self.time = time_mlp(width)
 
     def forward(self, t, y):
         if y.min() < 0 or y.max() > self.n_classes:
             raise ValueError(f"labels must be in 0..{self.n_classes} ({self.n_classes} = no label)")
         return self.time(timestep_embedding(t, self.width)) + self.label(y)
+
+
+_CondEmbed = CondEmbed          # the former private name
+
+
+def time_mlp(width: int) -> nn.Sequential:
+    """The timestep MLP of DiT: ``Linear -> SiLU -> Linear`` on the sinusoidal embedding."""
+    return nn.Sequential(nn.Linear(width, width), nn.SiLU(), nn.Linear(width, width))
+
+
+def check_dit_sizes(image_size: int, patch: int, width: int, heads: int, /, **counts: int) -> None:
+    """The size checks shared by the DiT configurations: ``image_size`` divisible by ``patch``,
+    ``width`` even and divisible by ``heads``, and every entry of ``counts`` (named in the
+    message, in the order given) at least 1."""
+    if image_size % patch:
+        raise ValueError(f"image_size {image_size} must be divisible by patch {patch}")
+    if width % heads or width % 2:
+        raise ValueError(f"width {width} must be even and divisible by heads {heads}")
+    if min(counts.values()) < 1:
+        names = list(counts)
+        raise ValueError(f"{', '.join(names[:-1])} and {names[-1]} must be >= 1")
 
 
 @dataclass
@@ -239,30 +268,84 @@ class DiTConfig:
     n_classes: int = 10
 
     def __post_init__(self):
-        if self.image_size % self.patch:
-            raise ValueError(f"image_size {self.image_size} must be divisible by patch {self.patch}")
-        if self.width % self.heads or self.width % 2:
-            raise ValueError(f"width {self.width} must be even and divisible by heads {self.heads}")
-        if min(self.channels, self.depth, self.n_classes, self.heads) < 1:
-            raise ValueError("channels, depth, heads and n_classes must be >= 1")
+        check_dit_sizes(self.image_size, self.patch, self.width, self.heads, channels=self.channels,
+                        depth=self.depth, heads=self.heads, n_classes=self.n_classes)
 
 
-class _DiTBlock(nn.Module):
-    def __init__(self, w, heads):
+class DiTBlock(nn.Module):
+    """A DiT block with adaLN-Zero modulation (Peebles & Xie 2023, Fig. 3): ``u = LN(h)(1 + s1) + b1``,
+    ``h += g1 attn(u)``, ``h += g2 mlp(LN(h)(1 + s2) + b2)`` with ``(s1, b1, g1, s2, b2, g2) =
+    Linear(SiLU(c))`` zero-initialised. ``forward(h (B, N, W), c)``: the condition ``c`` is ``(B, W)``
+    (one per sample, as in DiT) or ``(B, N, W)`` (one per token, as in the DDT decoder)."""
+
+    def __init__(self, width: int, heads: int):
         super().__init__()
-        self.n1 = nn.LayerNorm(w, elementwise_affine=False, eps=1e-6)
-        self.attn = nn.MultiheadAttention(w, heads, batch_first=True)
-        self.n2 = nn.LayerNorm(w, elementwise_affine=False, eps=1e-6)
-        self.mlp = nn.Sequential(nn.Linear(w, 4 * w), nn.GELU(approximate="tanh"), nn.Linear(4 * w, w))
-        self.ada = nn.Sequential(nn.SiLU(), nn.Linear(w, 6 * w))
+        self.n1 = nn.LayerNorm(width, elementwise_affine=False, eps=1e-6)
+        self.attn = nn.MultiheadAttention(width, heads, batch_first=True)
+        self.n2 = nn.LayerNorm(width, elementwise_affine=False, eps=1e-6)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(approximate="tanh"), nn.Linear(4 * width, width))
+        self.ada = nn.Sequential(nn.SiLU(), nn.Linear(width, 6 * width))
         nn.init.zeros_(self.ada[1].weight)
         nn.init.zeros_(self.ada[1].bias)
 
     def forward(self, h, c):
-        s1, b1, g1, s2, b2, g2 = self.ada(c)[:, None].chunk(6, -1)
+        s1, b1, g1, s2, b2, g2 = _per_token(self.ada(c)).chunk(6, -1)
         u = self.n1(h) * (1 + s1) + b1
         h = h + g1 * self.attn(u, u, u, need_weights=False)[0]
         return h + g2 * self.mlp(self.n2(h) * (1 + s2) + b2)
+
+
+_DiTBlock = DiTBlock            # the former private name
+
+
+def _per_token(mod):
+    """A per-sample modulation ``(B, k)`` as ``(B, 1, k)``; a per-token one ``(B, N, k)`` as is."""
+    return mod[:, None] if mod.dim() == 2 else mod
+
+
+def input_layers(config: DiTConfig, n_tokens: int):
+    """The DiT input layers for ``n_tokens`` patch tokens (``config``: anything with ``channels``,
+    ``patch`` and ``width``): ``(proj, pos)`` with ``proj`` the patch
+    embedding ``Linear(channels * patch^2, width)`` and ``pos`` a learned position embedding
+    ``(1, n_tokens, width)`` drawn from ``N(0, 0.02^2)`` (created in that order)."""
+    proj = nn.Linear(config.channels * config.patch**2, config.width)
+    pos = nn.Parameter(0.02 * torch.randn(1, n_tokens, config.width))
+    return proj, pos
+
+
+def output_layers(config: DiTConfig):
+    """The adaLN-Zero DiT output head (Peebles & Xie 2023, Sec. 3.2): ``(norm, ada, out)`` with the
+    modulation ``ada`` and the projection ``out`` zero-initialised; apply with :func:`final_layer`."""
+    norm = nn.LayerNorm(config.width, elementwise_affine=False, eps=1e-6)
+    ada = nn.Sequential(nn.SiLU(), nn.Linear(config.width, 2 * config.width))
+    out = nn.Linear(config.width, config.channels * config.patch**2)
+    for m in (ada[1], out):
+        nn.init.zeros_(m.weight)
+        nn.init.zeros_(m.bias)
+    return norm, ada, out
+
+
+def final_layer(h, cond, norm, ada, out):
+    """``out(norm(h) (1 + scale) + shift)`` with ``(shift, scale) = ada(cond)``; ``cond`` per sample
+    ``(B, W)`` or per token ``(B, N, W)``. Returns patch tokens ``(B, N, channels * patch^2)``."""
+    sh, sc = _per_token(ada(cond)).chunk(2, -1)
+    return out(norm(h) * (1 + sc) + sh)
+
+
+def patchify(x: torch.Tensor, patch: int) -> torch.Tensor:
+    """``(B, ..., C, H, W)`` -> tokens ``(B, N, C * patch^2)``: the ``patch x patch`` patches in
+    the order (leading frame axes, row, column), each flattened as (channel, row, column)."""
+    B, (C, H, W) = x.shape[0], x.shape[-3:]
+    gh, gw = H // patch, W // patch
+    return (x.reshape(-1, C, gh, patch, gw, patch).permute(0, 2, 4, 1, 3, 5)
+            .reshape(B, -1, C * patch * patch))
+
+
+def unpatchify(tok: torch.Tensor, shape, patch: int) -> torch.Tensor:
+    """The inverse of :func:`patchify` for an output of ``shape`` ``(B, ..., C, H, W)``."""
+    C, H, W = shape[-3:]
+    return (tok.reshape(-1, H // patch, W // patch, C, patch, patch).permute(0, 3, 1, 4, 2, 5)
+            .reshape(shape))
 
 
 class TinyDiT(nn.Module):
@@ -270,38 +353,57 @@ class TinyDiT(nn.Module):
 
     ``forward(x, t, y)``: ``x`` ``(B, C, H, W)``, ``t`` ``(B,)`` in ``[0, 1]``, ``y`` ``(B,)`` labels
     with ``n_classes`` for "no label"; returns the prediction, shaped like ``x``.
+
+    The pieces are public for models built on it: :meth:`embed` (patch embedding plus position),
+    :meth:`condition` (time plus label), the :class:`DiTBlock` stack ``blocks`` and :meth:`head`
+    (adaLN-Zero output layer back to pixels). ``n_tokens`` (default ``(image_size / patch)^2``) sets
+    the length of the position embedding; a subclass with other inputs overrides
+    :attr:`input_shape` (see :class:`iclr26.models.video.TinyVideoDiT`).
     """
 
-    def __init__(self, config: DiTConfig | None = None):
+    def __init__(self, config: DiTConfig | None = None, n_tokens: int | None = None):
         super().__init__()
         self.config = c = config or DiTConfig()
         self.n_classes = c.n_classes
         self.grid = c.image_size // c.patch
-        pdim = c.channels * c.patch**2
-        self.patch_in = nn.Linear(pdim, c.width)
-        self.pos = nn.Parameter(0.02 * torch.randn(1, self.grid**2, c.width))
-        self.cond = _CondEmbed(c.n_classes, c.width)
-        self.blocks = nn.ModuleList(_DiTBlock(c.width, c.heads) for _ in range(c.depth))
-        self.n_out = nn.LayerNorm(c.width, elementwise_affine=False, eps=1e-6)
-        self.ada_out = nn.Sequential(nn.SiLU(), nn.Linear(c.width, 2 * c.width))
-        self.out = nn.Linear(c.width, pdim)
-        for m in (self.ada_out[1], self.out):
-            nn.init.zeros_(m.weight)
-            nn.init.zeros_(m.bias)
+        self.n_tokens = self.grid**2 if n_tokens is None else int(n_tokens)
+        if self.n_tokens < 1:
+            raise ValueError(f"n_tokens must be >= 1, got {n_tokens}")
+        self.patch_in, self.pos = input_layers(c, self.n_tokens)
+        self.cond = CondEmbed(c.n_classes, c.width)
+        self.blocks = nn.ModuleList(DiTBlock(c.width, c.heads) for _ in range(c.depth))
+        self.n_out, self.ada_out, self.out = output_layers(c)
+
+    @property
+    def input_shape(self) -> tuple:
+        """The shape of one input sample."""
+        c = self.config
+        return (c.channels, c.image_size, c.image_size)
+
+    def check_input(self, x):
+        shape = self.input_shape
+        if x.dim() != len(shape) + 1 or tuple(x.shape[1:]) != shape:
+            raise ValueError(f"x must have shape (B, {', '.join(map(str, shape))}), got {tuple(x.shape)}")
+
+    def embed(self, x):
+        """Patch tokens plus positions, ``(B, n_tokens, width)``."""
+        return self.patch_in(patchify(x, self.config.patch)) + self.pos
+
+    def condition(self, t, y):
+        """The per-sample condition ``(B, width)`` of the blocks and the head."""
+        return self.cond(t, y)
+
+    def head(self, h, cond, shape):
+        """The adaLN-Zero output layer on tokens ``h``, back to an output of ``shape``."""
+        return unpatchify(final_layer(h, cond, self.n_out, self.ada_out, self.out), shape, self.config.patch)
 
     def forward(self, x, t, y):
-        c = self.config
-        if x.dim() != 4 or tuple(x.shape[1:]) != (c.channels, c.image_size, c.image_size):
-            raise ValueError(f"x must have shape (B, {c.channels}, {c.image_size}, {c.image_size}), got {tuple(x.shape)}")
-        B, p, g = x.shape[0], c.patch, self.grid
-        tok = x.reshape(B, c.channels, g, p, g, p).permute(0, 2, 4, 1, 3, 5).reshape(B, g * g, -1)
-        h = self.patch_in(tok) + self.pos
-        cond = self.cond(t, y)
+        self.check_input(x)
+        h = self.embed(x)
+        cond = self.condition(t, y)
         for blk in self.blocks:
             h = blk(h, cond)
-        sh, sc = self.ada_out(cond)[:, None].chunk(2, -1)
-        o = self.out(self.n_out(h) * (1 + sc) + sh)
-        return o.reshape(B, g, g, c.channels, p, p).permute(0, 3, 1, 4, 2, 5).reshape(x.shape)
+        return self.head(h, cond, x.shape)
 
 
 class ConditionalMLP(nn.Module):
@@ -352,43 +454,103 @@ def diffusion_loss(model, x0, y, objective: str = "eps", p_uncond: float = 0.1, 
     return ((model(xt, t, y) - target) ** 2).mean()
 
 
+LR_SCHEDULES = ("cosine", "constant")
+
+
 def train_diffusion(model, X, y, objective: str = "eps", steps: int = 2000, batch_size: int = 128,
-                    lr: float = 2e-3, p_uncond: float = 0.1, seed: int = 0, ema: float | None = 0.999):
+                    lr: float = 2e-3, p_uncond: float = 0.1, seed: int = 0, ema: float | None = 0.999, *,
+                    loss_fn: Callable | None = None, extra=None, extra_params=(), lr_schedule: str = "cosine",
+                    checkpoints=(), on_checkpoint: Callable | None = None, history: dict | None = None):
     """Train ``model`` in place with AdamW (cosine-decayed ``lr``) and return the losses per step.
 
     With ``ema`` the model's weights are replaced at the end by their exponential moving average
-    (the usual diffusion practice); ``None`` keeps the last iterate.
+    (the usual diffusion practice); ``None`` (or 0) keeps the last iterate.
+
+    Every step draws ``batch_size`` rows of ``(X, y)`` with replacement (one generator seeded by
+    ``seed`` for all the step's randomness) and takes one step on
+    :func:`diffusion_loss` ``(model, X[idx], y[idx], objective, p_uncond, generator)``, or on
+    ``loss_fn(model, X[idx], y[idx], generator)`` when given (``objective`` and ``p_uncond`` are then
+    the callable's business); with ``extra`` (indexed like ``X``, e.g. a per-example condition) it
+    is called with ``extra=extra[idx]`` as well. ``loss_fn`` returns the scalar loss, or ``(loss,
+    logs)`` with ``logs`` a mapping of floats appended to ``history[name]`` (a dict the caller
+    passes; without one the logs are dropped). ``extra_params`` are optimised with the model (e.g. a projector) but not averaged;
+    ``lr_schedule`` is ``"cosine"`` or ``"constant"``. At each step in ``checkpoints``
+    ``on_checkpoint(step, model)`` runs with the averaged weights loaded in eval mode (the live
+    weights and train mode are restored afterwards).
     """
     if steps < 1 or batch_size < 1:
         raise ValueError(f"steps and batch_size must be >= 1, got {steps}, {batch_size}")
+    if lr_schedule not in LR_SCHEDULES:
+        raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {lr_schedule!r}")
+    bad = [s for s in checkpoints if not 1 <= int(s) <= steps]
+    if bad:
+        raise ValueError(f"checkpoints must lie in 1..{steps}, got {bad}")
     X = torch.as_tensor(np.asarray(X), dtype=torch.float32)
     y = torch.as_tensor(np.asarray(y), dtype=torch.long)
     if len(X) != len(y):
         raise ValueError(f"X and y must have the same length, got {len(X)} and {len(y)}")
+    if extra is not None:
+        extra = torch.as_tensor(extra) if not isinstance(extra, torch.Tensor) else extra
+        if len(extra) != len(X):
+            raise ValueError(f"extra must have one row per example of X ({len(X)}), got {len(extra)}")
     g = torch.Generator().manual_seed(int(seed))
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
-    avg = [p.detach().clone() for p in model.parameters()] if ema else None
+    params = list(model.parameters())
+    opt = torch.optim.AdamW(params + list(extra_params), lr=lr, weight_decay=0.0)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps) if lr_schedule == "cosine" else None
+    avg = [p.detach().clone() for p in params] if ema else None
+    marks = {int(s) for s in checkpoints}
     losses = []
     model.train()
-    for _ in range(steps):
+    for step in range(1, steps + 1):
         idx = torch.randint(len(X), (batch_size,), generator=g)
-        loss = diffusion_loss(model, X[idx], y[idx], objective, p_uncond, g)
+        if loss_fn is None:
+            loss = diffusion_loss(model, X[idx], y[idx], objective, p_uncond, g)
+        else:
+            kw = {} if extra is None else {"extra": extra[idx]}
+            loss = loss_fn(model, X[idx], y[idx], g, **kw)
+            if isinstance(loss, tuple):
+                loss, logs = loss
+                for k, v in (logs.items() if history is not None else ()):
+                    history.setdefault(k, []).append(v)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        sched.step()
+        if sched is not None:
+            sched.step()
         losses.append(float(loss.detach()))
         if avg is not None:
             with torch.no_grad():
-                for a_, p in zip(avg, model.parameters()):
+                for a_, p in zip(avg, params):
                     a_.mul_(ema).add_(p.detach(), alpha=1 - ema)
+        if step in marks and on_checkpoint is not None:
+            _with_weights(model, params, avg, lambda: on_checkpoint(step, model))
     if avg is not None:
         with torch.no_grad():
-            for a_, p in zip(avg, model.parameters()):
+            for a_, p in zip(avg, params):
                 p.copy_(a_)
     model.eval()
     return losses
+
+
+def _with_weights(model, params, weights, fn):
+    """Run ``fn()`` with ``weights`` (a list like ``params``; ``None``: the live ones) in eval mode,
+    then restore the live weights and train mode."""
+    live = None
+    if weights is not None:
+        with torch.no_grad():
+            live = [p.detach().clone() for p in params]
+            for w, p in zip(weights, params):
+                p.copy_(w)
+    was = model.training
+    model.eval()
+    try:
+        return fn()
+    finally:
+        if live is not None:
+            with torch.no_grad():
+                for w, p in zip(live, params):
+                    p.copy_(w)
+        model.train(was)
 
 
 # ---------------------------------------------------------------------------------- sampling

@@ -9,8 +9,6 @@ learned position per token).
 from __future__ import annotations
 
 import numpy as np
-import torch
-from torch import nn
 
 from iclr26.models import diffusion as D
 
@@ -44,47 +42,23 @@ def moving_digits(n: int, frames: int = 4, size: int = 16, max_speed: int = 2, s
     return X, labels[pick].astype(np.int64)
 
 
-class TinyVideoDiT(nn.Module):
+class TinyVideoDiT(D.TinyDiT):
     """Class-conditional video DiT: ``forward(x (B, F, C, H, W), t (B,), y (B,))``.
 
-    Tokens are the ``patch x patch`` patches of every frame (``F * (H / patch)^2`` tokens); the
-    blocks are the adaLN-Zero DiT blocks of :class:`iclr26.models.diffusion.TinyDiT`, held in
-    ``self.blocks`` and called as ``block(h, cond)``, so token-wise caches wrap them.
+    Tokens are the ``patch x patch`` patches of every frame (``F * (H / patch)^2`` tokens, in the
+    order frame, row, column); everything else is :class:`iclr26.models.diffusion.TinyDiT` (its
+    input layers, adaLN-Zero blocks held in ``self.blocks`` and called as ``block(h, cond)``, so
+    token-wise caches wrap them, and its output head).
     """
 
     def __init__(self, frames: int = 4, config: D.DiTConfig | None = None):
-        super().__init__()
-        self.config = c = config or D.DiTConfig(image_size=16, patch=4, width=64, depth=4, heads=4)
+        c = config or D.DiTConfig(image_size=16, patch=4, width=64, depth=4, heads=4)
         if frames < 1:
             raise ValueError(f"frames must be >= 1, got {frames}")
-        self.frames, self.n_classes = frames, c.n_classes
-        self.grid = c.image_size // c.patch
-        self.n_tokens = frames * self.grid**2
-        pdim = c.channels * c.patch**2
-        self.patch_in = nn.Linear(pdim, c.width)
-        self.pos = nn.Parameter(0.02 * torch.randn(1, self.n_tokens, c.width))
-        self.cond = D._CondEmbed(c.n_classes, c.width)
-        self.blocks = nn.ModuleList(D._DiTBlock(c.width, c.heads) for _ in range(c.depth))
-        self.n_out = nn.LayerNorm(c.width, elementwise_affine=False, eps=1e-6)
-        self.ada_out = nn.Sequential(nn.SiLU(), nn.Linear(c.width, 2 * c.width))
-        self.out = nn.Linear(c.width, pdim)
-        for m in (self.ada_out[1], self.out):
-            nn.init.zeros_(m.weight)
-            nn.init.zeros_(m.bias)
+        super().__init__(c, n_tokens=frames * (c.image_size // c.patch) ** 2)
+        self.frames = frames
 
-    def forward(self, x, t, y):
+    @property
+    def input_shape(self) -> tuple:
         c = self.config
-        shape = (self.frames, c.channels, c.image_size, c.image_size)
-        if x.dim() != 5 or tuple(x.shape[1:]) != shape:
-            raise ValueError(f"x must have shape (B, {', '.join(map(str, shape))}), got {tuple(x.shape)}")
-        B, F, p, g = x.shape[0], self.frames, c.patch, self.grid
-        tok = (x.reshape(B, F, c.channels, g, p, g, p).permute(0, 1, 3, 5, 2, 4, 6)
-               .reshape(B, F * g * g, -1))
-        h = self.patch_in(tok) + self.pos
-        cond = self.cond(t, y)
-        for blk in self.blocks:
-            h = blk(h, cond)
-        sh, sc = self.ada_out(cond)[:, None].chunk(2, -1)
-        o = self.out(self.n_out(h) * (1 + sc) + sh)
-        return (o.reshape(B, F, g, g, c.channels, p, p).permute(0, 1, 4, 2, 5, 3, 6)
-                .reshape(x.shape))
+        return (self.frames, c.channels, c.image_size, c.image_size)

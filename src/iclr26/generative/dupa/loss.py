@@ -17,12 +17,13 @@ method given in the README (listed there as assumptions); each is a constructor 
 """
 from __future__ import annotations
 
-import copy
 from typing import Callable
 
 import numpy as np
 import torch
 from torch import nn
+
+from iclr26.models.diffusion import train_diffusion
 
 METHODS = ("none", "dual", "dupa", "repa")
 
@@ -170,58 +171,16 @@ def train_ddt(model, X, y, method: str = "dupa", steps: int = 1000, batch_size: 
         raise ValueError("method 'repa' needs target_fn")
     if ema is not None and not 0.0 <= ema < 1.0:
         raise ValueError(f"ema must be in [0, 1) or None, got {ema}")
-    bad = [s for s in checkpoints if not 1 <= int(s) <= steps]
-    if bad:
-        raise ValueError(f"checkpoints must lie in 1..{steps}, got {bad}")
-    X = torch.as_tensor(np.asarray(X), dtype=torch.float32)
-    y = torch.as_tensor(np.asarray(y), dtype=torch.long)
-    if len(X) != len(y):
-        raise ValueError(f"X and y must have the same length, got {len(X)} and {len(y)}")
-    g = torch.Generator().manual_seed(int(seed))
-    params = list(model.parameters()) + (list(align.parameters()) if align is not None else [])
-    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
-    avg = copy.deepcopy(model.state_dict()) if ema is not None else None
     n_img = batch_size // 2 if method in ("dual", "dupa") else batch_size
-    hist = {"loss": [], "fm": [], "align": []}
-    marks = {int(s) for s in checkpoints}
-    model.train()
-    for step in range(1, steps + 1):
-        idx = torch.randint(len(X), (n_img,), generator=g)
-        tgt = target_fn(X[idx]) if method == "repa" else None
-        loss, fm, al = training_loss(model, X[idx], y[idx], method, align, lam, tgt, p_uncond, share_t, g)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        hist["loss"].append(float(loss.detach()))
-        hist["fm"].append(fm)
-        hist["align"].append(al)
-        if avg is not None:
-            with torch.no_grad():
-                for k, v in model.state_dict().items():
-                    if v.dtype.is_floating_point:
-                        avg[k].mul_(ema).add_(v, alpha=1 - ema)
-        if step in marks and on_checkpoint is not None:
-            _with_weights(model, avg, lambda: on_checkpoint(step, model))
-    if avg is not None:
-        model.load_state_dict(avg)
-    model.eval()
-    return hist
 
+    def step_loss(m, x0, yb, generator):
+        tgt = target_fn(x0) if method == "repa" else None
+        loss, fm, al = training_loss(m, x0, yb, method, align, lam, tgt, p_uncond, share_t, generator)
+        return loss, {"fm": fm, "align": al}
 
-def _with_weights(model, state, fn):
-    """Run ``fn()`` with ``state`` loaded in eval mode, then restore the live weights and mode."""
-    if state is None:
-        was = model.training
-        model.eval()
-        try:
-            return fn()
-        finally:
-            model.train(was)
-    live = copy.deepcopy(model.state_dict())
-    model.load_state_dict(state)
-    model.eval()
-    try:
-        return fn()
-    finally:
-        model.load_state_dict(live)
-        model.train()
+    logs = {"fm": [], "align": []}
+    losses = train_diffusion(model, X, y, "flow", steps, n_img, lr, p_uncond, seed, ema, loss_fn=step_loss,
+                             extra_params=align.parameters() if align is not None else (),
+                             lr_schedule="constant", checkpoints=checkpoints, on_checkpoint=on_checkpoint,
+                             history=logs)
+    return {"loss": losses, "fm": logs["fm"], "align": logs["align"]}

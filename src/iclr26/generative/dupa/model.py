@@ -23,7 +23,11 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from iclr26.models import diffusion as D
 from iclr26.models.diffusion import timestep_embedding
+
+#: the adaLN-Zero DiT block (per-sample or per-token condition) of :mod:`iclr26.models.diffusion`
+AdaLNBlock = D.DiTBlock
 
 
 @dataclass
@@ -42,37 +46,9 @@ class DDTConfig:
     n_classes: int = 10
 
     def __post_init__(self):
-        if self.image_size % self.patch:
-            raise ValueError(f"image_size {self.image_size} must be divisible by patch {self.patch}")
-        if self.width % self.heads or self.width % 2:
-            raise ValueError(f"width {self.width} must be even and divisible by heads {self.heads}")
-        if min(self.channels, self.enc_depth, self.dec_depth, self.heads, self.n_classes, self.patch) < 1:
-            raise ValueError("channels, enc_depth, dec_depth, heads, n_classes and patch must be >= 1")
-
-
-class AdaLNBlock(nn.Module):
-    """A DiT block with adaLN-Zero modulation (Peebles & Xie 2023, Fig. 3). The condition ``c`` is
-    ``(B, W)`` (one per image, as in DiT / the DDT encoder) or ``(B, N, W)`` (one per token, as in
-    the DDT decoder, whose condition is the encoder's token-wise output)."""
-
-    def __init__(self, width: int, heads: int):
-        super().__init__()
-        self.n1 = nn.LayerNorm(width, elementwise_affine=False, eps=1e-6)
-        self.attn = nn.MultiheadAttention(width, heads, batch_first=True)
-        self.n2 = nn.LayerNorm(width, elementwise_affine=False, eps=1e-6)
-        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(approximate="tanh"), nn.Linear(4 * width, width))
-        self.ada = nn.Sequential(nn.SiLU(), nn.Linear(width, 6 * width))
-        nn.init.zeros_(self.ada[1].weight)
-        nn.init.zeros_(self.ada[1].bias)
-
-    def forward(self, h, c):
-        mod = self.ada(c)
-        if mod.dim() == 2:
-            mod = mod[:, None]
-        s1, b1, g1, s2, b2, g2 = mod.chunk(6, -1)
-        u = self.n1(h) * (1 + s1) + b1
-        h = h + g1 * self.attn(u, u, u, need_weights=False)[0]
-        return h + g2 * self.mlp(self.n2(h) * (1 + s2) + b2)
+        D.check_dit_sizes(self.image_size, self.patch, self.width, self.heads, channels=self.channels,
+                          enc_depth=self.enc_depth, dec_depth=self.dec_depth, heads=self.heads,
+                          n_classes=self.n_classes, patch=self.patch)
 
 
 class DecoupledDiT(nn.Module):
@@ -82,6 +58,11 @@ class DecoupledDiT(nn.Module):
     returns ``(v, z)`` with ``z`` the encoder's self-condition ``(B, N, width)``; :meth:`encode` and
     :meth:`decode` expose the two halves (``decode`` with a ``z`` from another step is DDT's encoder
     sharing at inference). ``y == n_classes`` is the classifier-free null label.
+
+    Built from the DiT pieces of :mod:`iclr26.models.diffusion`: each half has its own input layers
+    (:func:`~iclr26.models.diffusion.input_layers`), the encoder the DiT condition embedding
+    ``cond`` (:class:`~iclr26.models.diffusion.CondEmbed`; ``label`` and ``time`` name its parts)
+    and the decoder the DiT output head (:func:`~iclr26.models.diffusion.output_layers`).
     """
 
     def __init__(self, config: DDTConfig | None = None):
@@ -89,26 +70,28 @@ class DecoupledDiT(nn.Module):
         self.config = c = config or DDTConfig()
         self.n_classes = c.n_classes
         self.grid = c.image_size // c.patch
-        pdim = c.channels * c.patch**2
         n_tok = self.grid**2
         # encoder
-        self.enc_in = nn.Linear(pdim, c.width)
-        self.enc_pos = nn.Parameter(0.02 * torch.randn(1, n_tok, c.width))
-        self.label = nn.Embedding(c.n_classes + 1, c.width)
-        self.time = nn.Sequential(nn.Linear(c.width, c.width), nn.SiLU(), nn.Linear(c.width, c.width))
+        self.enc_in, self.enc_pos = D.input_layers(c, n_tok)
+        self.cond = D.CondEmbed(c.n_classes, c.width)
         self.encoder = nn.ModuleList(AdaLNBlock(c.width, c.heads) for _ in range(c.enc_depth))
         self.enc_norm = nn.LayerNorm(c.width, elementwise_affine=False, eps=1e-6)
         # decoder
-        self.dec_in = nn.Linear(pdim, c.width)
-        self.dec_pos = nn.Parameter(0.02 * torch.randn(1, n_tok, c.width))
-        self.dec_time = nn.Sequential(nn.Linear(c.width, c.width), nn.SiLU(), nn.Linear(c.width, c.width))
+        self.dec_in, self.dec_pos = D.input_layers(c, n_tok)
+        self.dec_time = D.time_mlp(c.width)
         self.decoder = nn.ModuleList(AdaLNBlock(c.width, c.heads) for _ in range(c.dec_depth))
-        self.n_out = nn.LayerNorm(c.width, elementwise_affine=False, eps=1e-6)
-        self.ada_out = nn.Sequential(nn.SiLU(), nn.Linear(c.width, 2 * c.width))
-        self.out = nn.Linear(c.width, pdim)
-        for m in (self.ada_out[1], self.out):
-            nn.init.zeros_(m.weight)
-            nn.init.zeros_(m.bias)
+        self.n_out, self.ada_out, self.out = D.output_layers(c)
+        self.register_load_state_dict_pre_hook(_rename_old_keys)
+
+    @property
+    def label(self) -> nn.Embedding:
+        """The label embedding (``n_classes + 1`` rows, the last the null label)."""
+        return self.cond.label
+
+    @property
+    def time(self) -> nn.Sequential:
+        """The encoder's timestep MLP."""
+        return self.cond.time
 
     # ------------------------------------------------------------------ helpers
     def _check(self, x, t, y=None):
@@ -121,20 +104,18 @@ class DecoupledDiT(nn.Module):
             raise ValueError(f"y must be {x.shape[0]} labels in 0..{self.n_classes} ({self.n_classes} = no label)")
 
     def patchify(self, x):
-        c, g, p = self.config, self.grid, self.config.patch
-        return x.reshape(len(x), c.channels, g, p, g, p).permute(0, 2, 4, 1, 3, 5).reshape(len(x), g * g, -1)
+        return D.patchify(x, self.config.patch)
 
     def unpatchify(self, tok):
-        c, g, p = self.config, self.grid, self.config.patch
-        return tok.reshape(len(tok), g, g, c.channels, p, p).permute(0, 3, 1, 4, 2, 5).reshape(
-            len(tok), c.channels, c.image_size, c.image_size)
+        c = self.config
+        return D.unpatchify(tok, (len(tok), c.channels, c.image_size, c.image_size), c.patch)
 
     # ------------------------------------------------------------------ halves
     def encode(self, x, t, y):
         """The condition encoder: ``z_t = E(x_t, t, y)``, ``(B, N, width)`` (layer-normalised)."""
         t, y = torch.as_tensor(t, dtype=torch.float32), torch.as_tensor(y, dtype=torch.long)
         self._check(x, t, y)
-        cond = self.time(timestep_embedding(t, self.config.width)) + self.label(y)
+        cond = self.cond(t, y)
         h = self.enc_in(self.patchify(x)) + self.enc_pos
         for blk in self.encoder:
             h = blk(h, cond)
@@ -150,10 +131,16 @@ class DecoupledDiT(nn.Module):
         h = self.dec_in(self.patchify(x)) + self.dec_pos
         for blk in self.decoder:
             h = blk(h, cond)
-        sh, sc = self.ada_out(cond).chunk(2, -1)
-        return self.unpatchify(self.out(self.n_out(h) * (1 + sc) + sh))
+        return self.unpatchify(D.final_layer(h, cond, self.n_out, self.ada_out, self.out))
 
     def forward(self, x, t, y, return_condition: bool = False):
         z = self.encode(x, t, y)
         v = self.decode(x, t, z)
         return (v, z) if return_condition else v
+
+
+def _rename_old_keys(module, state_dict, prefix, *args):
+    """Load state dicts of the earlier layout, whose label embedding and time MLP were top-level
+    ``label`` / ``time`` (now ``cond.label`` / ``cond.time``; the same parameters)."""
+    for k in [k for k in state_dict if k.startswith(prefix + "label.") or k.startswith(prefix + "time.")]:
+        state_dict[prefix + "cond." + k[len(prefix):]] = state_dict.pop(k)

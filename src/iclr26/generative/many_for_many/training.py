@@ -47,43 +47,22 @@ def train_multitask(model: MfMVideoTransformer, X, y, tasks: Sequence[str] = TAS
 
     Every step draws ``batch_size`` videos and one task per video (``task_weights``, default
     uniform), builds their unified conditions and takes an AdamW step on
-    :func:`iclr26.models.diffusion.diffusion_loss` (``"flow"``). Optimiser, cosine-decayed ``lr``
-    and weight EMA are those of :func:`iclr26.models.diffusion.train_diffusion` (whose loop takes
-    no per-example condition, hence this loop).
+    :func:`iclr26.models.diffusion.diffusion_loss` (``"flow"``) of the model bound to them: the
+    loop (optimiser, cosine-decayed ``lr``, weight EMA) is
+    :func:`iclr26.models.diffusion.train_diffusion` with this per-batch loss.
     """
     tasks, w = _check_tasks(tasks, task_weights)
-    if steps < 1 or batch_size < 1:
-        raise ValueError(f"steps and batch_size must be >= 1, got {steps}, {batch_size}")
     X = torch.as_tensor(np.asarray(X), dtype=torch.float32)
     y = torch.as_tensor(np.asarray(y), dtype=torch.long)
     if X.dim() != 5 or len(X) != len(y):
         raise ValueError(f"X must be (n, F, C, H, W) with one label per video, got {tuple(X.shape)} and {len(y)} labels")
-    g = torch.Generator().manual_seed(int(seed))
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
-    avg = [p.detach().clone() for p in model.parameters()] if ema else None
-    losses = []
-    model.train()
-    for _ in range(steps):
-        idx = torch.randint(len(X), (batch_size,), generator=g)
-        pick = torch.multinomial(w, batch_size, replacement=True, generator=g)
-        cond, _ = task_condition(X[idx], [tasks[int(k)] for k in pick], hole)
-        loss = D.diffusion_loss(bind_condition(model, cond), X[idx], y[idx], "flow", p_uncond, g)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        sched.step()
-        losses.append(float(loss.detach()))
-        if avg is not None:
-            with torch.no_grad():
-                for a_, p in zip(avg, model.parameters()):
-                    a_.mul_(ema).add_(p.detach(), alpha=1 - ema)
-    if avg is not None:
-        with torch.no_grad():
-            for a_, p in zip(avg, model.parameters()):
-                p.copy_(a_)
-    model.eval()
-    return losses
+
+    def step_loss(m, x0, yb, generator):
+        pick = torch.multinomial(w, len(x0), replacement=True, generator=generator)
+        cond, _ = task_condition(x0, [tasks[int(k)] for k in pick], hole)
+        return D.diffusion_loss(bind_condition(m, cond), x0, yb, "flow", p_uncond, generator)
+
+    return D.train_diffusion(model, X, y, "flow", steps, batch_size, lr, p_uncond, seed, ema, loss_fn=step_loss)
 
 
 @torch.no_grad()
