@@ -24,7 +24,7 @@ cue ``"The answer is \\(\\boxed{"`` following the reasoning with:
 Items (problems) are paired across arms by position. Every generation is plain greedy decoding,
 stored by :func:`iclr26.models.generation_cache.generate_cached`, so reruns and seeds share it.
 
-quick: Qwen2.5-Coder-0.5B-Instruct (bf16) on GSM8K-style problems (reasoning-gym gsm_symbolic),
+quick: Qwen2.5-Coder-1.5B-Instruct (bf16) on GSM8K-style problems (reasoning-gym gsm_symbolic),
 512-token chains, steps = lines. smoke: a randomly initialised tiny Llama with a character tokenizer.
 """
 from __future__ import annotations
@@ -40,16 +40,17 @@ SCALES = {
     "smoke": dict(model="tiny", n_problems=3, cot_tokens=24, answer_tokens=4, kappa=0.8, min_steps=1,
                   sep="\n", batch_size=8),
     # kappa = 0.8: the paper's main setting (Sec. 4.1). min_steps = 10: chains long enough that
-    # floor(0.8 N) leaves a choice of which steps to prune. n_problems is drawn before the step
-    # filter; it is far below what the claims need (see the README: compute) because the quick run
-    # had to fit in the CPU time a shared machine left.
-    "quick": dict(model="qwen2.5-coder-0.5b", n_problems=24, cot_tokens=512, answer_tokens=8,
-                  kappa=0.8, min_steps=10, sep="\n", batch_size=24, task="gsm"),
+    # floor(0.8 N) leaves a choice of which steps to prune. Qwen2.5-Coder-1.5B writes GSM chains of
+    # 13-40 lines (the 0.5B solved 12.5 % of its own chains, too few to test anything). 28 problems
+    # per seed, 5 seeds: about 140 drawn, of which about 7 in 8 pass the step filter, so over 100
+    # items; each seed is one batch of chains (one trial of about half an hour on one core).
+    "quick": dict(model="qwen2.5-coder-1.5b", n_problems=28, cot_tokens=512, answer_tokens=8,
+                  kappa=0.8, min_steps=10, sep="\n", batch_size=28, task="gsm"),
     # the paper: DeepSeek-R1-Distill-Qwen-7B/14B and Qwen3-8B on MATH-500 / AIME 2024, full CoTs
     "paper": dict(model="deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", n_problems=500, cot_tokens=32768,
                   answer_tokens=256, kappa=0.8, min_steps=1, sep="\n\n", batch_size=8),
 }
-SEEDS = {"smoke": 1, "quick": 1, "paper": 1}
+SEEDS = {"smoke": 1, "quick": 5, "paper": 1}
 ARMS = ("full", "low", "low_mean", "random", "high", "random_tokens", "none")
 
 SYSTEM = ("Solve the problem step by step. Put a blank line between steps. "
@@ -175,11 +176,29 @@ def run(scale: str, seed: int) -> dict:
                                                cfg["answer_tokens"], **gen)
         correct[arm] = [int(dm.is_correct(_boxed_value(o), p.answer)) for o, p in zip(outs, kept_problems)]
     chain_correct = [int(dm.is_correct(dm.extract_answer(cots[i]), problems[i].answer)) for i in keep]
+    # gsm_symbolic's draws for neighbouring seeds share items (seed s, item i + 1 is sometimes
+    # seed s + 1, item i): an item whose question a lower seed already drew would be the same item
+    # twice, so it is dropped here, after every generation (which keeps the cached requests as they were)
+    earlier = ({q.question for s in range(seed) for q in dm.gsm_problems(cfg["n_problems"], seed=s)}
+               if cfg["model"] != "tiny" else set())
+    fresh = [j for j, i in enumerate(keep) if problems[i].question not in earlier]
+    n_repeated = len(keep) - len(fresh)
+    keep = [keep[j] for j in fresh]
+    kept_problems = [kept_problems[j] for j in fresh]
+    chain_correct = [chain_correct[j] for j in fresh]
+    for arm in ARMS:
+        correct[arm] = [correct[arm][j] for j in fresh]
+        answers[arm] = [answers[arm][j] for j in fresh]
+        answer_prompts[arm] = [answer_prompts[arm][j] for j in fresh]
+        kept_frac[arm] = [kept_frac[arm][j] for j in fresh]
+        value_kept[arm] = [value_kept[arm][j] for j in fresh]
+    n_steps = [n_steps[j] for j in fresh]
     return {
         "metrics": {"correct": {a: correct[a] for a in ARMS}},
         "info": {
             "n_drawn": len(problems),
             "n_kept": len(keep),
+            "n_dropped_as_drawn_by_a_lower_seed": n_repeated,
             "n_with_answer_statement": int(n_stated),
             "accuracy": {a: float(np.mean(correct[a])) if keep else float("nan") for a in ARMS},
             "accuracy_of_chain_own_answer": float(np.mean(chain_correct)) if keep else float("nan"),
