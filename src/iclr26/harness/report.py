@@ -20,7 +20,7 @@ import numpy as np
 
 from ..registry import Paper, papers
 from .experiments import claims_for, folder_fingerprint
-from .store import Store, core_seconds
+from .store import Store, core_seconds, wall_seconds
 from .verdicts import judge, judge_paper, select_trials
 
 SCALE_ORDER = ("paper", "quick", "smoke")
@@ -93,7 +93,7 @@ def collect(store: Store, judged: dict | None = None) -> list[dict]:
                 # what each trial takes on a core of its own, as in the runner's estimate
                 core = core_seconds([t.duration_s or 0.0 for t in runs], [t.cpu_s for t in runs])
                 rec["core_s"] = float(sum(core))
-                rec["two_jobs_s"] = float(max(sum(core) / 2, max(core)))
+                rec["two_jobs_s"] = float(wall_seconds(core, 2))
                 rec["last_run"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime(max(t.finished_at for t in runs)))
         out.append(rec)
     return out

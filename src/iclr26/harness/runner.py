@@ -26,7 +26,7 @@ from importlib import metadata
 from ..registry import get
 from .experiments import (check_measurements, folder_fingerprint, git_commit, load_experiment,
                           measured_dependencies, staleness)
-from .store import Store, Trial
+from .store import Store, Trial, wall_seconds
 
 VERSIONED = ("numpy", "scipy", "torch", "transformers", "scikit-learn", "iclr26")
 #: seconds a worker may take to start and import its experiment before run() begins
@@ -158,7 +158,7 @@ def estimate_seconds(jobs: list[Job], reference: Store | None, n_workers: int) -
         return None, per
     fill = float(sorted(known)[len(known) // 2])
     costs = [per.get((j.paper, j.scale), fill) for j in jobs]
-    return max(sum(costs) / max(n_workers, 1), max(costs)), per
+    return wall_seconds(costs, n_workers), per
 
 
 def local_execute(jobs: list[Job], n_workers: int, timeout: float | None, on_done, should_stop=None) -> None:

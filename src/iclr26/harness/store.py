@@ -135,6 +135,12 @@ def core_seconds(durations: list[float], cpu: list[float | None]) -> list[float]
     return [float(min(d, c)) if c is not None else fill for d, c in zip(durations, cpu)]
 
 
+def wall_seconds(costs: list[float], n_workers: int) -> float:
+    """The wall time of trials costing ``costs`` seconds each on ``n_workers`` cores: the larger of
+    their total shared over the workers and the longest single trial (which cannot be split)."""
+    return max(sum(costs) / max(n_workers, 1), max(costs))
+
+
 class Store:
     """Thin wrapper over the SQLite file; safe to open from several processes at once."""
 
