@@ -108,3 +108,49 @@ def test_requires_cycles_are_rejected():
         parse_claims(doc)
     doc["claims"][2]["requires"] = []
     assert [c.requires for c in parse_claims(doc).claims] == [("b",), ("c",), ()]
+
+
+def test_premises_and_comparator_floors_parse():
+    doc = copy.deepcopy(GOOD)
+    doc["claims"][0]["premise"] = True
+    doc["claims"].append(dict(GOOD["claims"][0], id="c2", premises=["c1"], baseline_floor=0.05,
+                              baseline_floor_reason="a random walk's success rate"))
+    c1, c2 = parse_claims(doc).claims
+    assert c1.premise and not c2.premise and c2.premises == ("c1",)
+    assert c2.baseline_floor == 0.05 and c2.baseline_floor_side == "above" and not c2.baseline_floor_expected
+    doc["claims"][1].update(direction="less", paper_effect=-0.1, baseline_floor_expected=True)
+    c2 = parse_claims(doc).claims[1]
+    assert c2.baseline_floor_side == "below" and c2.baseline_floor_expected
+
+
+@pytest.mark.parametrize("extra,match", [
+    (dict(premises=["nope"]), "'premises' must list other claim ids"),
+    (dict(premises=["c1"]), "not declared 'premise = true'"),
+    (dict(premises="c1"), "'premises' must be a list"),
+    (dict(premise="yes"), "'premise' must be true or false"),
+    (dict(baseline_floor=0.1), "needs a 'baseline_floor_reason'"),
+    (dict(baseline_floor_reason="chance"), "need a 'baseline_floor'"),
+    (dict(baseline_floor_expected=True), "need a 'baseline_floor'"),
+    (dict(baseline_floor=0.1, baseline_floor_reason="chance", baseline_floor_side="up"), "bad baseline_floor_side"),
+    (dict(baseline_floor=0.1, baseline_floor_reason="chance", baseline_floor_expected=1), "must be true or false"),
+    (dict(baseline_floor=float("nan"), baseline_floor_reason="chance"), "finite number"),
+])
+def test_bad_premises_and_comparator_floors_are_rejected(extra, match):
+    doc = copy.deepcopy(GOOD)
+    doc["claims"].append(dict(GOOD["claims"][0], id="c2", **extra))
+    with pytest.raises(ClaimsError, match=match):
+        parse_claims(doc)
+
+
+def test_comparator_floor_needs_an_arm_and_premise_cycles_are_rejected():
+    doc = copy.deepcopy(GOOD)
+    c = doc["claims"][0]
+    c.pop("baseline")
+    c.update(baseline_value=0.5, baseline_floor=0.1, baseline_floor_reason="chance")
+    with pytest.raises(ClaimsError, match="'baseline_floor' needs a 'baseline' arm"):
+        parse_claims(doc)
+    doc = copy.deepcopy(GOOD)
+    doc["claims"] = [dict(GOOD["claims"][0], id="a", premise=True, premises=["b"]),
+                     dict(GOOD["claims"][0], id="b", premise=True, requires=["a"])]
+    with pytest.raises(ClaimsError, match="cycle: a -> b -> a"):
+        parse_claims(doc)

@@ -156,12 +156,30 @@ def test_detectable_effect_has_80_percent_power():
 # --- degenerate data: nothing any test could tell -------------------------------------------------
 
 
-def test_constant_differences_are_inconclusive_for_every_spread_test():
-    # n = 2, d = +0.02 twice: the t-test used to say p = 0
+def test_two_constant_differences_cannot_decide_for_any_spread_test():
+    # n = 2, d = +0.02 twice: the t-test used to say p = 0; the exact sign test can give 1/4 at best
     for test in ("paired_t", "wilcoxon", "sign", "bootstrap"):
         st = evaluate_claim(test, "greater", [0.52, 0.62], [0.50, 0.60], paper_effect=0.02)
-        assert st.verdict == "inconclusive", test
-    st = evaluate_claim("paired_t", "greater", np.full(10, 0.52), np.full(10, 0.50), paper_effect=0.02)
+        assert st.verdict == "inconclusive" and "smallest p-value" in st.note, test
+
+
+@pytest.mark.parametrize("test", ["paired_t", "wilcoxon", "sign", "bootstrap"])
+def test_constant_nonzero_differences_are_evidence_decided_by_the_exact_sign_test(test):
+    """Every unit detects perfectly: 10 equal non-zero differences are p = 2^-10, not degenerate data."""
+    st = evaluate_claim(test, "greater", np.full(10, 0.52), np.full(10, 0.50), paper_effect=0.02)
+    assert st.verdict == "reproduced" and st.test == "sign" and "exact sign test" in st.note
+    assert st.pvalue == pytest.approx(0.5 ** 10) and st.pvalue_opposite == pytest.approx(1.0)
+    assert st.ci_low == pytest.approx(0.02) and st.effect == pytest.approx(0.02)
+    # the same differences against the claim: contradicted, not degenerate
+    st = evaluate_claim(test, "less", np.full(10, 0.52), np.full(10, 0.50), paper_effect=-0.02)
+    assert st.verdict == "contradicted" and st.pvalue_opposite == pytest.approx(0.5 ** 10)
+    # five units give 1/32 < 0.05; four give 1/16, which no design can beat
+    assert evaluate_claim(test, "greater", np.ones(5), np.zeros(5), paper_effect=1.0).verdict == "reproduced"
+    assert evaluate_claim(test, "greater", np.ones(4), np.zeros(4), paper_effect=1.0).verdict == "inconclusive"
+
+
+def test_all_zero_differences_stay_degenerate():
+    st = evaluate_claim("paired_t", "greater", np.full(10, 0.5), np.full(10, 0.5), margin=0.05, paper_effect=0.0)
     assert st.verdict == "inconclusive" and "all 10 paired differences equal" in st.note
 
 
@@ -309,3 +327,102 @@ def test_rejects_bad_values():
         evaluate_claim("mcnemar", "greater", [0.5, 1.0], [1.0, 0.0])
     with pytest.raises(ValueError, match="exactly one"):
         evaluate_claim("paired_t", "greater", [1.0, 2.0])
+
+
+# --- exact small samples ---------------------------------------------------------------------------
+
+
+def _enumerated_signed_rank_p(d, alternative):
+    """The sign-flip permutation p-value of the mid-rank statistic by brute enumeration (zeros dropped)."""
+    z = np.asarray([v for v in d if v != 0], dtype=float)
+    r = stats.rankdata(np.abs(z))
+    t_obs = r[z > 0].sum()
+    t = np.array([sum(ri for ri, s in zip(r, signs) if s) for signs in itertools.product((0, 1), repeat=z.size)])
+    return float(np.mean(t >= t_obs - 1e-9) if alternative == "greater" else np.mean(t <= t_obs + 1e-9))
+
+
+def test_tied_ternary_wilcoxon_uses_the_exact_permutation_distribution():
+    """12 items scored -1/0/+1 (6 up, 1 down, 5 tied): the normal approximation gave p = 0.029 and a
+    reproduction; the exact permutation law gives 0.0625."""
+    d = np.array([1, 1, 1, 1, 1, 1, -1, 0, 0, 0, 0, 0], dtype=float)
+    approx = stats.wilcoxon(d, alternative="greater", zero_method="wilcox", method="approx").pvalue
+    assert approx == pytest.approx(0.0294, abs=1e-4)
+    exact = _enumerated_signed_rank_p(d, "greater")
+    assert exact == pytest.approx(0.0625)
+    st = evaluate_claim("wilcoxon", "greater", d, np.zeros_like(d), paper_effect=0.5)
+    assert st.pvalue == pytest.approx(exact, rel=1e-12) and st.verdict == "inconclusive"
+    # scipy's own permutation method agrees
+    perm = stats.wilcoxon(d, alternative="greater", method=stats.PermutationMethod(n_resamples=10_000)).pvalue
+    assert st.pvalue == pytest.approx(perm, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_tied_wilcoxon_p_and_bounds_come_from_the_same_exact_distribution(seed):
+    rng = np.random.default_rng(seed)
+    d = rng.integers(-2, 4, 11).astype(float) / 4  # heavy ties and zeros
+    for alternative in ("greater", "less"):
+        st = evaluate_claim("wilcoxon", alternative, d, np.zeros_like(d))
+        assert st.pvalue == pytest.approx(_enumerated_signed_rank_p(d, alternative), rel=1e-12)
+    st = evaluate_claim("wilcoxon", "greater", d, np.zeros_like(d))
+    # the lower bound inverts the exact test: rejects just below it, not just above it
+    if math.isfinite(st.ci_low):
+        assert _enumerated_signed_rank_p(d - (st.ci_low - 1e-6), "greater") < 0.05
+        assert _enumerated_signed_rank_p(d - (st.ci_low + 1e-6), "greater") >= 0.05
+
+
+# --- the paper's size, comparator floors, what it would take ---------------------------------------
+
+
+def test_significant_but_smaller_than_the_paper_is_reproduced_smaller():
+    rng = np.random.default_rng(3)
+    d = rng.normal(-0.006, 0.004, 40)  # significant, far smaller than the paper's -0.105
+    st = evaluate_claim("paired_t", "less", d, np.zeros(40), paper_effect=-0.105)
+    assert st.verdict == "reproduced, smaller"
+    assert "smaller than the paper's" in st.note and f"{st.ci_low:+.4g}" in st.note
+    # at the paper's size it is a plain reproduction, and the interval holding the effect keeps it so
+    st = evaluate_claim("paired_t", "less", d * 17.5, np.zeros(40), paper_effect=-0.105)
+    assert st.verdict == "reproduced"
+    st = evaluate_claim("paired_t", "greater", -d, np.zeros(40), paper_effect=0.105)
+    assert st.verdict == "reproduced, smaller" and st.ci_high < 0.105
+
+
+def test_comparator_at_its_floor_makes_a_win_inconclusive():
+    rng = np.random.default_rng(4)
+    method = rng.normal(0.76, 0.05, 10)
+    walk = np.abs(rng.normal(0.005, 0.003, 10))  # a random walk's success rate
+    st = evaluate_claim("paired_t", "greater", method, walk, paper_effect=0.5, baseline_floor=0.05)
+    assert st.verdict == "inconclusive" and st.note.startswith("comparator at floor")
+    assert st.baseline_floor_pvalue > 0.05 and "alone: reproduced" in st.note
+    # a competent comparator clears the floor and the win stands
+    competent = rng.normal(0.5, 0.05, 10)
+    st = evaluate_claim("paired_t", "greater", method, competent, paper_effect=0.2, baseline_floor=0.05)
+    assert st.verdict == "reproduced" and st.baseline_floor_pvalue < 0.05
+    # where the comparator's failure is the paper's claim, the verdict stands and says so
+    st = evaluate_claim("paired_t", "greater", method, walk, paper_effect=0.5, baseline_floor=0.05,
+                        baseline_floor_expected=True)
+    assert st.verdict == "reproduced" and "itself what the paper claims" in st.note
+    # an error metric: the comparator must be below its floor
+    st = evaluate_claim("paired_t", "less", 1 - method, 1 - walk, paper_effect=-0.5, baseline_floor=0.95)
+    assert st.verdict == "inconclusive" and "below its floor" in st.note
+    # a contradiction is not softened: losing to a chance-level comparator is informative
+    st = evaluate_claim("paired_t", "greater", walk, method, paper_effect=0.5, baseline_floor=0.05)
+    assert st.verdict == "contradicted"
+    with pytest.raises(ValueError, match="baseline_floor needs paired baseline"):
+        evaluate_claim("paired_t", "greater", method, baseline_value=0.0, baseline_floor=0.05)
+
+
+def test_inconclusive_says_how_many_units_would_detect_the_paper_effect():
+    rng = np.random.default_rng(6)
+    d = rng.normal(0.1, 1.0, 12)
+    st = evaluate_claim("paired_t", "greater", d, np.zeros(12), paper_effect=0.5)
+    assert st.verdict == "inconclusive"
+    expected = math.ceil(12 * (st.mde / 0.5) ** 2)
+    assert st.units_needed == expected and f"about {expected} units" in st.note
+    # at that size, the detectable effect is about the paper's (normal approximation of the t quantiles)
+    assert detectable_effect("paired_t", np.resize(d, expected) * 0 + rng.normal(0, d.std(ddof=1), expected),
+                             0.05, "greater", 0.0) == pytest.approx(0.5, rel=0.35)
+    # a margin counts from the null: non-inferiority at margin 0.2 with the paper's effect 0
+    st = evaluate_claim("paired_t", "greater", d - 0.1, np.zeros(12), margin=0.2, paper_effect=0.0)
+    assert st.units_needed == math.ceil(12 * ((st.mde + 0.2) / 0.2) ** 2)
+    # decided verdicts carry none
+    assert evaluate_claim("paired_t", "greater", d + 2, np.zeros(12), paper_effect=0.5).units_needed is None

@@ -57,3 +57,86 @@ def test_conjunct_with_an_undecided_partner_is_inconclusive():
     vs = apply_requires([ClaimVerdict(pc.claims[0], "reproduced", None, []),
                          ClaimVerdict(pc.claims[1], "inconclusive", None, [])])
     assert vs[0].verdict == "inconclusive" and "same (inconclusive)" in vs[0].note
+
+
+def _premise_claims():
+    from iclr26.harness.claims import parse_claims
+
+    base = dict(statement="s", paper_value="v", source="x", metric="m", method="a", baseline="b",
+                unit="seeds", test="paired_t", direction="greater", paper_effect=0.5)
+    learns = {k: v for k, v in base.items() if k != "baseline"} | dict(
+        id="learns", premise=True, metric="acc", baseline_value=0.5, paper_effect=0.1)
+    return parse_claims({"paper": {"title": "t", "arxiv": "", "code": ""}, "claims": [
+        learns,
+        dict(base, id="design", premise=True, premises=["learns"]),
+        dict(base, id="worse", premises=["design"]),
+        dict(base, id="better", premises=["learns"]),
+    ]})
+
+
+def _verdicts_with(acc_shift, monkeypatch, order=None):
+    """Judge the premise claims on 8 seeds: 'worse' is significantly the wrong way, 'better' a clear win."""
+    import numpy as np
+
+    from iclr26.harness import verdicts
+
+    pc = _premise_claims()
+    if order is not None:
+        pc = type(pc)(pc.title, pc.arxiv, pc.code, tuple(pc.claims[i] for i in order))
+    monkeypatch.setattr(verdicts, "claims_for", lambda paper: pc)
+    monkeypatch.setattr(verdicts, "folder_fingerprint", lambda paper: "fp")
+    monkeypatch.setattr(verdicts, "staleness", lambda t, fp=None: None)
+    rng = np.random.default_rng(1)
+    trials = []
+    for seed in range(8):
+        b = float(rng.normal())
+        m = {"acc": {"a": 0.5 + acc_shift + 0.02 * rng.normal()},
+             "m": {"a": b + 1.0 + 0.1 * rng.normal(), "b": b}}
+        trials.append(Trial("cda", "quick", seed, "fp", "ok", {"metrics": m}, None, 0, 0, "", {}, {}, 0))
+    # 'worse' and 'design' read the same metric with the arms swapped: a contradiction on its own
+    pc_claims = {c.id: c for c in pc.claims}
+    import dataclasses
+    swapped = dataclasses.replace(pc_claims["worse"], method="b", baseline="a")
+    pc = type(pc)(pc.title, pc.arxiv, pc.code, tuple(swapped if c.id == "worse" else c for c in pc.claims))
+    monkeypatch.setattr(verdicts, "claims_for", lambda paper: pc)
+
+    class FakeStore:
+        def trials_at(self, *a):
+            return trials
+
+    return {v.claim.id: v for v in verdicts.judge_paper(registry.get("cda"), "quick", FakeStore(), save=False)}
+
+
+@pytest.mark.parametrize("order", [None, (3, 2, 1, 0), (2, 0, 3, 1)])
+def test_a_failed_premise_makes_contradicted_and_reproduced_inconclusive(order, monkeypatch):
+    out = _verdicts_with(-0.02, monkeypatch, order)  # the method arm is below chance: nothing learned
+    assert out["learns"].verdict == "contradicted"
+    assert out["design"].verdict == "inconclusive" and "rests on the premise learns" in out["design"].note
+    # on its own 'worse' is contradicted and 'better' reproduced; neither stands on a failed premise
+    assert out["worse"].stats.verdict == "contradicted" and out["worse"].verdict == "inconclusive"
+    assert "rests on the premise design (inconclusive" in out["worse"].note and "its own test: contradicted" in out["worse"].note
+    assert out["better"].stats.verdict == "reproduced" and out["better"].verdict == "inconclusive"
+    assert "learns (" in out["better"].note and "vs 0.5" in out["better"].note  # the premise's numbers
+
+
+def test_an_established_premise_lets_the_claims_be_decided(monkeypatch):
+    out = _verdicts_with(0.3, monkeypatch)
+    assert out["learns"].verdict == "reproduced" and out["design"].verdict == "reproduced"
+    assert out["worse"].verdict == "contradicted" and out["better"].verdict == "reproduced"
+
+
+def test_premise_rules_leave_errors_alone():
+    from iclr26.harness.verdicts import ClaimVerdict, apply_requires
+
+    pc = _premise_claims()
+    vs = apply_requires([ClaimVerdict(pc.claims[0], "inconclusive", None, []),
+                         ClaimVerdict(pc.claims[1], "error", None, [], "boom"),
+                         ClaimVerdict(pc.claims[2], "reproduced, smaller", None, []),
+                         ClaimVerdict(pc.claims[3], "reproduced, smaller", None, [])])
+    assert vs[1].verdict == "error" and vs[1].note == "boom"
+    assert vs[2].verdict == "inconclusive" and vs[3].verdict == "inconclusive"
+    vs = apply_requires([ClaimVerdict(pc.claims[0], "reproduced, smaller", None, []),
+                         ClaimVerdict(pc.claims[1], "reproduced", None, []),
+                         ClaimVerdict(pc.claims[2], "contradicted", None, []),
+                         ClaimVerdict(pc.claims[3], "reproduced", None, [])])
+    assert [v.verdict for v in vs] == ["reproduced, smaller", "reproduced", "contradicted", "reproduced"]

@@ -18,7 +18,9 @@ FLOOR_SIDES = ("above", "below")
 REQUIRED = ("id", "statement", "paper_value", "source", "metric", "method", "direction", "unit", "test",
             "paper_effect")
 OPTIONAL = ("baseline", "baseline_value", "margin", "alpha", "proxy", "requires", "effect_source",
-            "floor", "floor_side", "floor_reason", "cluster", "unit_reason", "exploratory")
+            "floor", "floor_side", "floor_reason", "cluster", "unit_reason", "exploratory",
+            "premise", "premises", "baseline_floor", "baseline_floor_side", "baseline_floor_reason",
+            "baseline_floor_expected")
 
 
 class ClaimsError(ValueError):
@@ -50,6 +52,17 @@ class Claim:
     cluster: str | None = None
     unit_reason: str = ""
     exploratory: bool = False
+    #: this claim establishes what others rest on ("the method arm learns the task", "the baseline is
+    #: competent"); it is counted apart from the paper's claims
+    premise: bool = False
+    #: premise claims this claim rests on: it is inconclusive whenever one of them is not reproduced
+    premises: tuple[str, ...] = ()
+    #: the comparator's trivial level (chance, a random walk): a "reproduced" against a comparator that
+    #: does not clear it is inconclusive, unless ``baseline_floor_expected`` (that failure is the claim)
+    baseline_floor: float | None = None
+    baseline_floor_side: str | None = None
+    baseline_floor_reason: str = ""
+    baseline_floor_expected: bool = False
 
     @property
     def arms(self) -> tuple[str, ...]:
@@ -145,6 +158,27 @@ def parse_claims(data: dict, path: str | Path = "<claims>") -> PaperClaims:
                 _fail(path, where, f"bad floor_side {floor_side!r}; allowed: {', '.join(FLOOR_SIDES)}")
         elif "floor_side" in c or "floor_reason" in c:
             _fail(path, where, "'floor_side' / 'floor_reason' need a 'floor'")
+        bfloor, bfloor_side = None, None
+        if "baseline_floor" in c:
+            if not has_arm:
+                _fail(path, where, "'baseline_floor' needs a 'baseline' arm (a constant comparator has no level to check)")
+            bfloor = _number(path, where, c, "baseline_floor")
+            bfloor_side = c.get("baseline_floor_side") or floor_side or {"greater": "above", "less": "below"}.get(direction)
+            if bfloor_side is None:
+                _fail(path, where, "an 'equivalent' claim with a 'baseline_floor' must say 'baseline_floor_side' "
+                      "(above or below)")
+            if bfloor_side not in FLOOR_SIDES:
+                _fail(path, where, f"bad baseline_floor_side {bfloor_side!r}; allowed: {', '.join(FLOOR_SIDES)}")
+            if not str(c.get("baseline_floor_reason", "")).strip():
+                _fail(path, where, "a 'baseline_floor' needs a 'baseline_floor_reason' (what the level is: chance, a random walk)")
+        elif any(k in c for k in ("baseline_floor_side", "baseline_floor_reason", "baseline_floor_expected")):
+            _fail(path, where, "'baseline_floor_side' / 'baseline_floor_reason' / 'baseline_floor_expected' need a 'baseline_floor'")
+        for key in ("exploratory", "premise", "baseline_floor_expected"):
+            if not isinstance(c.get(key, False), bool):
+                _fail(path, where, f"'{key}' must be true or false")
+        premises = c.get("premises", [])
+        if not isinstance(premises, list) or not all(isinstance(r, str) for r in premises):
+            _fail(path, where, "'premises' must be a list of claim ids")
         cluster = c.get("cluster")
         if c["unit"] == "seeds":
             if cluster is not None:
@@ -155,8 +189,6 @@ def parse_claims(data: dict, path: str | Path = "<claims>") -> PaperClaims:
                 _fail(path, where, f"bad cluster {cluster!r}; allowed: {', '.join(CLUSTERS)}")
             if cluster == "none" and not str(c.get("unit_reason", "")).strip():
                 _fail(path, where, "cluster 'none' treats every item as an independent draw: say why in 'unit_reason'")
-        if not isinstance(c.get("exploratory", False), bool):
-            _fail(path, where, "'exploratory' must be true or false")
         for key in ("id", "statement", "source", "metric", "method"):
             if not isinstance(c[key], str) or not c[key]:
                 _fail(path, where, f"'{key}' must be a non-empty string")
@@ -172,6 +204,10 @@ def parse_claims(data: dict, path: str | Path = "<claims>") -> PaperClaims:
                 effect_source=str(c.get("effect_source", "")), floor=floor, floor_side=floor_side,
                 floor_reason=str(c.get("floor_reason", "")), cluster=cluster,
                 unit_reason=str(c.get("unit_reason", "")), exploratory=bool(c.get("exploratory", False)),
+                premise=bool(c.get("premise", False)), premises=tuple(premises),
+                baseline_floor=bfloor, baseline_floor_side=bfloor_side,
+                baseline_floor_reason=str(c.get("baseline_floor_reason", "")),
+                baseline_floor_expected=bool(c.get("baseline_floor_expected", False)),
             )
         )
     ids = {c.id for c in claims}
@@ -179,6 +215,14 @@ def parse_claims(data: dict, path: str | Path = "<claims>") -> PaperClaims:
         bad = [r for r in c.requires if r not in ids or r == c.id]
         if bad or not isinstance(c.requires, tuple) or not all(isinstance(r, str) for r in c.requires):
             _fail(path, f"claim {c.id}", f"'requires' must list other claim ids of this paper; unknown: {bad}")
+    by_id = {c.id: c for c in claims}
+    for c in claims:
+        bad = [r for r in c.premises if r not in ids or r == c.id]
+        if bad:
+            _fail(path, f"claim {c.id}", f"'premises' must list other claim ids of this paper; unknown: {bad}")
+        not_premise = [r for r in c.premises if not by_id[r].premise]
+        if not_premise:
+            _fail(path, f"claim {c.id}", f"'premises' lists {not_premise}, which are not declared 'premise = true'")
     _check_acyclic(path, claims)
     return PaperClaims(title=paper["title"], arxiv=paper["arxiv"], code=paper["code"], claims=tuple(claims))
 
@@ -191,8 +235,8 @@ def _number(path, where: str, c: dict, key: str) -> float:
 
 
 def _check_acyclic(path, claims: list[Claim]) -> None:
-    """'requires' must form no cycle: A requires B requires A can never be decided."""
-    graph = {c.id: c.requires for c in claims}
+    """'requires' and 'premises' together must form no cycle: A requires B requires A can never be decided."""
+    graph = {c.id: tuple(c.requires) + tuple(c.premises) for c in claims}
     state: dict[str, int] = {}  # 1: on the current path, 2: done
 
     def visit(node: str, trail: list[str]) -> None:
@@ -200,7 +244,7 @@ def _check_acyclic(path, claims: list[Claim]) -> None:
             return
         if state.get(node) == 1:
             cycle = trail[trail.index(node):] + [node]
-            _fail(path, f"claim {node}", f"'requires' forms a cycle: {' -> '.join(cycle)}")
+            _fail(path, f"claim {node}", f"'requires' / 'premises' form a cycle: {' -> '.join(cycle)}")
         state[node] = 1
         for r in graph[node]:
             visit(r, trail + [node])

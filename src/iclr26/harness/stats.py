@@ -8,11 +8,21 @@ Every test answers one-sided questions about the paired difference ``d = method 
 
 Verdicts (``evaluate_claim``), each with its reason in words:
 - ``reproduced``: the claimed direction is significant at ``alpha``;
+- ``reproduced, smaller``: significant in the claimed direction, yet the bound on the far side excludes
+  the paper's effect: the effect is real and smaller than the paper's;
 - ``contradicted``: the opposite direction is significant;
 - ``not reproduced``: neither, and the interval rules out the paper's effect (the check would have seen it);
 - ``inconclusive``: neither and the paper's effect is still inside the interval (too little power), or
-  the method arm does not clear the metric's floor (nothing learned), or the data are degenerate (all
-  paired differences equal; a design whose smallest possible p-value is not below ``alpha``).
+  the method arm does not clear the metric's floor (nothing learned), or a would-be reproduction is
+  against a comparator that does not clear its own floor (``baseline_floor``), or the data are
+  degenerate (all paired differences zero; a design whose smallest possible p-value is not below
+  ``alpha``). Differences that are all equal and non-zero are evidence: they are decided by the exact
+  sign test. For an inconclusive verdict ``units_needed`` says how many units would make the paper's
+  effect detectable with 80 % power, from the measured spread.
+
+Wilcoxon signed-rank p-values are exact: without ties from scipy's exact null distribution, with tied
+or zero differences from the exact permutation (sign-flip) distribution of the mid-rank statistic,
+computed by convolution (the normal approximation only beyond ``WILCOXON_EXACT_MAX`` pairs).
 
 The interval is always the pair of one-sided (1 - alpha) bounds ``[L, U]`` that the test itself
 inverts, so the claimed direction is significant exactly when its bound clears the null. Clustered
@@ -31,7 +41,11 @@ DIRECTIONS = ("greater", "less", "equivalent")
 BINARY_TESTS = ("mcnemar", "binomial")
 #: tests whose null distribution rests on the spread of the paired differences themselves
 SPREAD_TESTS = ("wilcoxon", "paired_t", "sign", "bootstrap", "tost")
-VERDICTS = ("reproduced", "contradicted", "not reproduced", "inconclusive", "error", "not run")
+VERDICTS = ("reproduced", "reproduced, smaller", "contradicted", "not reproduced", "inconclusive", "error", "not run")
+#: the verdicts in which the claimed direction held (a premise or a ``requires`` partner stands)
+REPRODUCED = ("reproduced", "reproduced, smaller")
+#: up to this many non-zero differences a tied Wilcoxon sample gets its exact permutation p-value
+WILCOXON_EXACT_MAX = 400
 BOOTSTRAP_RESAMPLES = 10_000
 POWER = 0.8
 #: asymptotic relative efficiency against the t-test under normal data (for the detectable effect)
@@ -65,6 +79,11 @@ class ClaimStatistics:
     floor_pvalue: float | None = None
     n_items: int = 0  # raw items before clustering
     clustered: bool = False
+    #: units (seeds or clusters, as ``n``) at which the paper's effect would be detected with 80 % power,
+    #: n * (detectable / paper effect)^2 with both measured from the null; None when it cannot be said
+    units_needed: int | None = None
+    baseline_floor: float | None = None
+    baseline_floor_pvalue: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -82,9 +101,12 @@ def _one_sided(test: str, d: np.ndarray, shift: float, alternative: str, boot=No
         if np.all(z == 0):
             return 1.0
         nz = np.abs(z[z != 0])
-        # ties or many pairs: the normal approximation (scipy would otherwise fall back to a slow
-        # permutation test, which made judging take minutes); otherwise the exact distribution
-        method = "approx" if nz.size > 50 or np.unique(nz).size < nz.size else "exact"
+        if np.unique(nz).size < nz.size or nz.size < z.size:  # ties or zeros: the exact permutation law
+            if nz.size <= WILCOXON_EXACT_MAX:
+                return _wilcoxon_permutation_p(z[z != 0], alternative)
+            method = "approx"
+        else:
+            method = "approx" if nz.size > 50 else "exact"
         return float(stats.wilcoxon(z, alternative=alternative, zero_method="wilcox", method=method).pvalue)
     if test == "sign":
         z = d - shift
@@ -109,6 +131,28 @@ def _one_sided(test: str, d: np.ndarray, shift: float, alternative: str, boot=No
             return 1.0
         return float(stats.binomtest(k, n, p0, alternative=alternative).pvalue)
     raise ValueError(f"unknown test {test!r}; allowed: {', '.join(TESTS)}")
+
+
+def _wilcoxon_permutation_p(z: np.ndarray, alternative: str) -> float:
+    """Exact one-sided p-value of the signed-rank statistic with tied (mid-rank) or dropped zero differences.
+
+    Under H0 each non-zero difference is positive or negative with probability 1/2 independently, so
+    T+ (the sum of the mid-ranks of |z| over positive z) is a sum of independent 0/r_i terms; its
+    distribution is the convolution of the two-point laws, computed on the half-integer grid that
+    mid-ranks live on. This is the permutation distribution scipy's ``PermutationMethod`` enumerates.
+    """
+    if z.size == 0:
+        return 1.0
+    r2 = np.rint(2 * stats.rankdata(np.abs(z))).astype(np.int64)  # mid-ranks are multiples of 1/2
+    law = np.zeros(int(r2.sum()) + 1)
+    law[0] = 1.0
+    for w in r2:  # T+ gains r_i or nothing, each with probability 1/2
+        shifted = np.zeros_like(law)
+        shifted[w:] = law[:law.size - w]
+        law = 0.5 * (law + shifted)
+    t_obs = int(r2[z > 0].sum())
+    p = law[t_obs:].sum() if alternative == "greater" else law[:t_obs + 1].sum()
+    return float(min(1.0, p))
 
 
 def _invert(pfun, alternative: str, alpha: float, d: np.ndarray) -> float:
@@ -254,6 +298,9 @@ def evaluate_claim(
     floor: float | None = None,
     floor_side: str | None = None,
     clusters=None,
+    baseline_floor: float | None = None,
+    baseline_floor_side: str | None = None,
+    baseline_floor_expected: bool = False,
 ) -> ClaimStatistics:
     """Run ``test`` on paired ``method``/``baseline`` values (or ``method`` vs ``baseline_value``).
 
@@ -261,7 +308,9 @@ def evaluate_claim(
     non-significant result can only be inconclusive. ``floor`` is the metric's trivial level that
     the method arm must clear on ``floor_side`` ("above"/"below"). ``clusters`` labels each item
     with its cluster (e.g. the seed of the trained model that produced it): the test then runs on
-    one value per cluster.
+    one value per cluster. ``baseline_floor`` is the comparator arm's trivial level: a reproduction
+    against a comparator that does not clear it on ``baseline_floor_side`` is inconclusive, unless
+    ``baseline_floor_expected`` (the comparator's failure is itself what the paper claims).
     """
     if test not in TESTS:
         raise ValueError(f"unknown test {test!r}; allowed: {', '.join(TESTS)}")
@@ -282,6 +331,13 @@ def evaluate_claim(
             floor_side = {"greater": "above", "less": "below"}.get(direction)
         if floor_side not in ("above", "below"):
             raise ValueError(f"floor_side must be 'above' or 'below', got {floor_side!r}")
+    if baseline_floor is not None:
+        if baseline is None:
+            raise ValueError("baseline_floor needs paired baseline values, not a constant")
+        if baseline_floor_side is None:
+            baseline_floor_side = floor_side or {"greater": "above", "less": "below"}.get(direction)
+        if baseline_floor_side not in ("above", "below"):
+            raise ValueError(f"baseline_floor_side must be 'above' or 'below', got {baseline_floor_side!r}")
     x = np.asarray(method, dtype=float).ravel()
     if (baseline is None) == (baseline_value is None):
         raise ValueError("give exactly one of baseline (paired values) or baseline_value (a constant)")
@@ -313,6 +369,13 @@ def evaluate_claim(
     base = float(baseline_value) if test == "binomial" else 0.0  # binomial's null is a rate
     d = x - y
     n = int(d.size)
+    constant_note = ""
+    if test in SPREAD_TESTS and np.ptp(d) == 0 and d[0] != 0:
+        # every unit shows the same non-zero difference: evidence with no spread, which only a
+        # distribution-free test can weigh (each unit on one side with probability 1/2 under H0)
+        constant_note = (f" (all {n} differences equal {d[0]:+.4g}: decided by the exact sign test, since "
+                         f"{test} needs a spread)")
+        test = "sign"
     boot = None
     if test == "bootstrap":
         rng = np.random.default_rng(seed)
@@ -333,18 +396,30 @@ def evaluate_claim(
     mde = detectable_effect(test, d, alpha, direction, margin, base, x, y)
     unit_word = "clusters (seeds)" if clustered else "units"
 
-    floor_p = None
-    if floor is not None:
-        above = floor_side == "above"
-        z = x - floor
+    def floor_pvalue(v: np.ndarray, level: float, side: str) -> float:
+        """p-value that the arm ``v`` lies beyond ``level`` on ``side``."""
+        above = side == "above"
+        z = v - level
         if test in BINARY_TESTS:
-            k = int(np.sum(x))
-            floor_p = 1.0 if not 0 < floor < 1 else float(stats.binomtest(k, n, floor, alternative="greater" if above else "less").pvalue)
-        elif np.ptp(z) == 0:
-            floor_p = 0.5 ** n if (z[0] > 0 if above else z[0] < 0) else 1.0
-        else:
-            ftest = test if test in ("wilcoxon", "sign") else "paired_t"
-            floor_p = _one_sided(ftest, z, 0.0, "greater" if above else "less")
+            k = int(np.sum(v))
+            return 1.0 if not 0 < level < 1 else float(stats.binomtest(k, n, level, alternative="greater" if above else "less").pvalue)
+        if np.ptp(z) == 0:
+            return 0.5 ** n if (z[0] > 0 if above else z[0] < 0) else 1.0
+        ftest = test if test in ("wilcoxon", "sign") else "paired_t"
+        return _one_sided(ftest, z, 0.0, "greater" if above else "less")
+
+    floor_p = None if floor is None else floor_pvalue(x, floor, floor_side)
+    bfloor_p = None if baseline_floor is None else floor_pvalue(y, baseline_floor, baseline_floor_side)
+    null = base - margin if direction == "greater" else base + margin
+    units_needed = None
+    if paper_effect is not None and math.isfinite(mde):
+        reach = abs(mde - (-margin if direction == "greater" else margin)) if direction != "equivalent" else mde
+        target = abs(paper_effect - (-margin if direction == "greater" else margin)) if direction != "equivalent" \
+            else margin - abs(paper_effect)
+        claimed_side = (paper_effect > -margin if direction == "greater" else paper_effect < margin
+                        if direction == "less" else target > 0)
+        if claimed_side and target > 0 and reach > 0:
+            units_needed = max(int(math.ceil(n * (reach / target) ** 2 - 1e-9)), 2)
 
     def finish(verdict: str, note: str) -> ClaimStatistics:
         return ClaimStatistics(
@@ -352,11 +427,15 @@ def evaluate_claim(
             effect=effect, ci_low=lo, ci_high=hi, pvalue=float(p_claim), pvalue_opposite=float(p_opp),
             verdict=verdict, note=note, estimator=_ESTIMATOR.get(test, "mean"), mean_difference=float(d.mean()),
             alpha=alpha, margin=margin, paper_effect=paper_effect, mde=mde, floor=floor, floor_pvalue=floor_p,
-            n_items=n_items, clustered=clustered,
+            n_items=n_items, clustered=clustered, units_needed=units_needed if verdict == "inconclusive" else None,
+            baseline_floor=baseline_floor, baseline_floor_pvalue=bfloor_p,
         )
 
+    def need() -> str:
+        return "" if units_needed is None else (f"; about {units_needed} {unit_word} (now {n}) would detect the "
+                                                f"paper's effect {paper_effect:+.4g} with 80 % power")
+
     # degenerate data: nothing any test could tell
-    null = base - margin if direction == "greater" else base + margin
     pmin = min_pvalue(test, n, x, y, null, direction, nonzero=int(np.sum(d != null)))
     if not pmin < alpha:
         mde = math.nan  # no true effect, however large, could be detected
@@ -370,10 +449,10 @@ def evaluate_claim(
             why = f"only {n} {unit_word} for {test}"
         return finish("inconclusive", f"{why}: the smallest p-value this design can give is {pmin:.3g}, "
                       f"not below alpha = {alpha:g}")
-    if test in SPREAD_TESTS and np.ptp(d) == 0:
+    if test in SPREAD_TESTS and np.ptp(d) == 0 and not constant_note:
         what = "both arms are constant" if np.ptp(x) == 0 and np.ptp(y) == 0 else "the arms move in lockstep"
         return finish("inconclusive", f"all {n} paired differences equal {d[0]:+.4g} ({what}): "
-                      "no variation between units, so no test can tell")
+                      "no variation: no difference between the arms in any unit, so no test can tell")
     if floor is not None and not (floor_p is not None and floor_p < alpha):
         side = "above" if floor_side == "above" else "below"
         return finish("inconclusive", f"nothing learned: the method arm ({x.mean():.4g}) is not significantly "
@@ -392,9 +471,24 @@ def evaluate_claim(
             p_claim = p_claim if agree_claim else max(p_claim, alpha)
             p_opp = p_opp if agree_opp else max(p_opp, alpha)
     if p_claim < alpha:
-        return finish("reproduced", f"significant in the claimed direction (p = {p_claim:.3g} < {alpha:g})")
+        verdict, note = "reproduced", f"significant in the claimed direction (p = {p_claim:.3g} < {alpha:g}){constant_note}"
+        if paper_effect is not None and (direction == "greater" and hi < paper_effect
+                                         or direction == "less" and lo > paper_effect):
+            bound = hi if direction == "greater" else lo
+            verdict = "reproduced, smaller"
+            note = (f"reproduced (smaller than the paper's: bound {bound:+.4g} vs effect {paper_effect:+.4g}); "
+                    + note)
+        if baseline_floor is not None and not (bfloor_p is not None and bfloor_p < alpha):
+            side = "above" if baseline_floor_side == "above" else "below"
+            at_floor = (f"the comparator ({y.mean():.4g}) is not significantly {side} its floor {baseline_floor:g} "
+                        f"(p = {bfloor_p:.3g})")
+            if baseline_floor_expected:
+                return finish(verdict, f"{note}; {at_floor}, which is itself what the paper claims")
+            return finish("inconclusive", f"comparator at floor: {at_floor}, so a win over it says nothing "
+                          f"(alone: {verdict}, p = {p_claim:.3g})")
+        return finish(verdict, note)
     if p_opp < alpha:
-        return finish("contradicted", f"significant in the opposite direction (p = {p_opp:.3g} < {alpha:g})")
+        return finish("contradicted", f"significant in the opposite direction (p = {p_opp:.3g} < {alpha:g}){constant_note}")
     bound = f"[{lo:.4g}, {hi:.4g}]"
     power = "" if math.isnan(mde) else f"; the smallest effect this check detects with 80 % power is {mde:+.4g}"
     if paper_effect is None:
@@ -405,4 +499,4 @@ def evaluate_claim(
         return finish("not reproduced", f"not significant (p = {p_claim:.3g}){tie_note}, and the interval {bound} "
                       f"rules out the paper's effect {paper_effect:+.4g}: this check would have seen it")
     return finish("inconclusive", f"too little power: not significant (p = {p_claim:.3g}){tie_note}, yet the "
-                  f"interval {bound} still holds the paper's effect {paper_effect:+.4g}{power}")
+                  f"interval {bound} still holds the paper's effect {paper_effect:+.4g}{power}{need()}")

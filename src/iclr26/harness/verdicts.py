@@ -16,7 +16,7 @@ import numpy as np
 from ..registry import Paper, get
 from .claims import Claim
 from .experiments import claims_for, folder_fingerprint, staleness
-from .stats import ClaimStatistics, evaluate_claim
+from .stats import REPRODUCED, ClaimStatistics, evaluate_claim
 from .store import Store, Trial
 
 
@@ -76,28 +76,52 @@ def judge(claim: Claim, trials: list[Trial]) -> ClaimVerdict:
         x, y, clusters = paired_values(claim, trials)
         st = evaluate_claim(claim.test, claim.direction, x, y, claim.baseline_value, claim.margin, claim.alpha,
                             paper_effect=claim.paper_effect, floor=claim.floor, floor_side=claim.floor_side,
-                            clusters=clusters)
+                            clusters=clusters, baseline_floor=claim.baseline_floor,
+                            baseline_floor_side=claim.baseline_floor_side,
+                            baseline_floor_expected=claim.baseline_floor_expected)
     except (KeyError, ValueError) as e:
         return ClaimVerdict(claim, "error", None, seeds, str(e).strip("'\""))
     return ClaimVerdict(claim, st.verdict, st, seeds, st.note, x.tolist(), None if y is None else y.tolist(),
                         clusters=None if clusters is None else clusters.tolist())
 
 
-def apply_requires(verdicts: list[ClaimVerdict]) -> list[ClaimVerdict]:
-    """A claim that stands only with others (``requires``) is reproduced only if they all are.
+def _premise_words(v: ClaimVerdict) -> str:
+    s = v.stats
+    nums = "" if s is None else (f": {v.claim.method} {s.method_mean:.4g} vs {v.claim.comparator} {s.baseline_mean:.4g}, "
+                                 f"p = {s.pvalue:.3g}")
+    return f"{v.claim.id} ({v.verdict}{nums})"
 
-    Resolved as a fixed point, so chains (A requires B requires C) give the same answer in any order
-    of the claims. A conjunction whose partner is not reproduced, contradicted or not, is "not
-    reproduced"; one whose partner could not be decided (inconclusive, error, not run) is "inconclusive".
+
+def apply_requires(verdicts: list[ClaimVerdict]) -> list[ClaimVerdict]:
+    """Premises first, then conjunctions, resolved together as a fixed point.
+
+    A claim that rests on premises (``premises``) is "inconclusive" whenever one of them is not
+    reproduced (a smaller reproduction still establishes it), whatever its own direction: no
+    "contradicted" and no "reproduced" rests on a failed premise; the note names the premise, its
+    numbers, and what the claim's own test said. A claim that stands only with others
+    (``requires``) is reproduced only if they all are: one whose partner is not reproduced,
+    contradicted or not, is "not reproduced"; one whose partner could not be decided (inconclusive,
+    error, not run) is "inconclusive". Chains (A requires B rests on C) give the same answer in any
+    order of the claims.
     """
     by_id = {v.claim.id: v for v in verdicts}
     changed = True
     while changed:
         changed = False
         for v in verdicts:
-            if v.verdict != "reproduced":
+            if v.verdict in ("error", "not run"):
                 continue
-            failed = [r for r in v.claim.requires if by_id[r].verdict != "reproduced"]
+            failed = [r for r in v.claim.premises if by_id[r].verdict not in REPRODUCED]
+            if failed and not v.note.startswith("rests on the premise"):
+                own = v.verdict if v.verdict != "inconclusive" else "inconclusive"
+                v.note = ("rests on the premise " + ", ".join(_premise_words(by_id[r]) for r in failed)
+                          + f", which is not established; its own test: {own}" + (f" ({v.note})" if v.note else ""))
+                v.verdict = "inconclusive"
+                changed = True
+                continue
+            if v.verdict not in REPRODUCED:
+                continue
+            failed = [r for r in v.claim.requires if by_id[r].verdict not in REPRODUCED]
             if not failed:
                 continue
             decided = all(by_id[r].verdict in ("not reproduced", "contradicted") for r in failed)
