@@ -18,13 +18,13 @@ def _attn_with(pos, seed=0, ssmax=False):
 
 def test_bias_hand_computed():
     """g_h(i, j) = -exp(s_h) (|j - i - mu_h| + eps)^beta_h (Sec. 2.3; official AttentionPrior)."""
-    prior = GGDPositionalBias(GGDPriorConfig(2, scale_init=2.0, shape_init=0.5, eps=0.0))
+    prior = GGDPositionalBias(GGDPriorConfig(2, scale_init=2.0, shape_init=0.5, eps=0.25))
     b = prior.bias(3)
-    # exp(s) = 1/2; entry (i=2, j=0): -(1/2) * 2^0.5
+    # exp(s) = 1/2; entry (i=2, j=0): -(1/2) * (2 + 1/4)^0.5 = -3/4
     assert b.shape == (2, 3, 3)
-    assert math.isclose(float(b[0, 2, 0].detach()), -0.5 * math.sqrt(2), rel_tol=1e-6)
-    assert math.isclose(float(b[1, 2, 1].detach()), -0.5, rel_tol=1e-6)
-    assert float(b[0, 1, 1].detach()) == 0.0
+    assert math.isclose(float(b[0, 2, 0].detach()), -0.75, rel_tol=1e-6)
+    assert math.isclose(float(b[1, 2, 1].detach()), -0.5 * math.sqrt(1.25), rel_tol=1e-6)
+    assert math.isclose(float(b[0, 1, 1].detach()), -0.25, rel_tol=1e-6)  # distance 0: -(1/2) eps^0.5
     with torch.no_grad():
         prior.loc.fill_(-1.0)  # location shifts the mode: j - i = -1 gets the largest prior
     b = prior.bias(4)
@@ -38,9 +38,12 @@ def test_alibi_slopes_match_press_et_al():
 
 
 def test_reduces_to_alibi_exactly():
-    """beta = 1, scale = ALiBi slopes, eps = 0: the bias IS ALiBi's (Lemma 2: Laplace prior)."""
-    prior = GGDPositionalBias(GGDPriorConfig(4, eps=0.0))
-    torch.testing.assert_close(prior.bias(9), ALiBi(4).bias(9), rtol=0, atol=0)
+    """beta = 1, scale = ALiBi slopes: the bias IS ALiBi's minus the per-head constant m_h eps
+    (Lemma 2: Laplace prior). eps = 2^-10 and power-of-two slopes make every step exact."""
+    eps = 2.0 ** -10
+    prior = GGDPositionalBias(GGDPriorConfig(4, eps=eps))
+    shift = (alibi_slopes(4) * eps)[:, None, None]
+    torch.testing.assert_close(prior.bias(9), ALiBi(4).bias(9) - shift, rtol=0, atol=0)
 
 
 def test_default_eps_gives_alibi_attention():
@@ -112,6 +115,14 @@ def test_state_dict_round_trip():
     (dict(n_heads=4, scale_init=-1.0), "scale_init"),
     (dict(n_heads=4, shape_init=float("nan")), "shape_init"),
     (dict(n_heads=4, eps=-1.0), "eps"),
+    (dict(n_heads=4, eps=0.0), r"eps must be a finite number > 0 .*got 0.0"),
+    (dict(n_heads=4, eps=float("nan")), "eps must be a finite number > 0"),
+    (dict(n_heads=4, eps=float("inf")), "eps must be a finite number > 0"),
+    (dict(n_heads=4, shape_init=float("-inf")), "shape_init must be finite"),
+    (dict(n_heads=4, shape_init=-10.0), r"with eps=1e-05, shape_init must be > -7.70\d*, got -10.0"),
+    (dict(n_heads=4, shape_init=-40.0, eps=0.1), r"with eps=0.1, shape_init must be > -38.5"),
+    (dict(n_heads=4, shape_init=20.0, eps=100.0), r"with eps=100.0, shape_init must be < 19.2"),
+    (dict(n_heads=4, loc_init=float("nan")), "loc_init must be finite"),
 ])
 def test_rejects_bad_config(kw, word):
     with pytest.raises(ValueError, match=word):
@@ -274,3 +285,49 @@ def test_scale_init_bounds():
         GGDPriorConfig(2, scale_init=float("inf"))
     p = GGDPositionalBias(GGDPriorConfig(2, scale_init=0.5))  # exp(s) = 2
     torch.testing.assert_close(p.log_scale.exp().detach(), torch.full((2,), 2.0))
+
+
+def test_eps_zero_was_the_nan_path_and_shapes_at_the_bound_are_accepted():
+    """With eps = 0 a negative shape made the diagonal prior -inf and the first query's attention
+    NaN; eps must now be > 0. Just inside the allowed shape range the prior is finite."""
+    GGDPriorConfig(4, shape_init=-7.6)  # eps = 1e-5: the bound is log(float32 max) / log(1e-5) = -7.71
+    GGDPriorConfig(4, shape_init=-1e6, eps=1.0)  # eps = 1: eps ** beta = 1 for every beta
+    prior = GGDPositionalBias(GGDPriorConfig(4, shape_init=-7.6, scale_init=1.0))
+    assert bool(torch.isfinite(prior.bias(6)).all())
+    prior = GGDPositionalBias(GGDPriorConfig(4, shape_init=-0.5))
+    prior.config.eps = 0.0  # edited after construction
+    with pytest.raises(ValueError, match=r"^config.eps must be a finite number > 0, got 0.0$"):
+        prior.bias(4)
+
+
+@pytest.mark.parametrize("value, match", [
+    (-10.0, r"head 0: shape -10, log-scale -1.386, loc 0 \(allowed shapes here: \(-7\.\d+, 19\.\d+\)\)"),
+    (float("nan"), r"head 0: shape nan"),
+    (30.0, r"head 0: shape 30, .*\(allowed shapes here: \(-7\.\d+, 19\.\d+\)\)"),
+])
+def test_learned_shape_that_breaks_the_prior_raises_instead_of_nan(value, match):
+    """A shape learned (or loaded) out of range makes exp(s) z ** beta overflow: at distance 0
+    (beta < log(max) / log(eps)) or at the longest distance (beta = 30 at 100 keys). The forward
+    pass raises, naming the head, its parameters and the allowed range, instead of returning NaN."""
+    torch.manual_seed(0)
+    prior = GGDPositionalBias(GGDPriorConfig(4))
+    model = TinyLM(TinyLMConfig(20, 16, 2, 4, 32, ssmax=True), prior)
+    x = torch.randint(0, 20, (1, 100))
+    assert bool(torch.isfinite(model(x)).all())
+    with torch.no_grad():
+        prior.shape[0] = value
+    with pytest.raises(ValueError, match=r"^the GGD prior -exp\(s\) \(\|j - i - mu\| \+ eps\) \*\* beta is not "
+                                         r"finite in torch.float32 for distances up to 99 \(eps=1e-05\)"):
+        model(x)
+    with pytest.raises(ValueError, match=match):
+        prior.bias(100)
+
+
+def test_prior_that_overflows_the_queries_dtype_raises():
+    """The prior is cast to the queries' dtype in ``forward``: -m eps^beta beyond float16's range
+    (-0.25 * (1e-5)^-1.2 = -2.5e5) raises instead of becoming -inf there."""
+    prior = GGDPositionalBias(GGDPriorConfig(4, shape_init=-1.2))
+    q = torch.randn(1, 4, 3, 8, dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"overflows in the queries' dtype torch.float16"):
+        prior(q, q)
+    assert prior(q.float(), q.float())[2].dtype == torch.float32

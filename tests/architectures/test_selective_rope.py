@@ -413,3 +413,39 @@ def test_frequencies_are_state():
     tb = t.to(torch.bfloat16)
     out = tb(q.to(torch.bfloat16), k.to(torch.bfloat16), x.to(torch.bfloat16))[0]
     torch.testing.assert_close(out.float(), ref, atol=0.1, rtol=0.05)
+
+
+@pytest.mark.parametrize("kw", [dict(use_bias=True, use_gate=True), dict(use_bias=True, use_conv=False)])
+def test_bfloat16_module_phases_match_float32_at_position_2000(kw):
+    """A module cast with ``.bfloat16()`` against the float32 module with the same (bf16-rounded)
+    weights: the phase path (bias exp(b) added to phi, gate, cumulative sum) runs in float32, so the
+    rotated q, k at position 2000 differ by bf16 output rounding only (< 0.05). Adding the bias in
+    bf16 (spacing 2^-7 near 1) drifts the cumulative phase by about 0.2-0.4 rad there."""
+    import copy
+    torch.manual_seed(16)
+    T = 2001
+    f32 = SelectiveRoPE(SelectiveRoPEConfig(8, 16, 2, base=10.0, **kw))
+    with torch.no_grad():
+        f32.phi_bias.normal_(0.0, 0.3)
+        for p in f32.parameters():
+            if p.requires_grad:  # learned weights; the frozen frequencies stay exact in both copies
+                p.copy_(p.bfloat16().float())
+    b16 = copy.deepcopy(f32).bfloat16()
+    assert b16.phi_bias.dtype == torch.bfloat16
+    for p, pb in zip(f32.parameters(), b16.parameters()):
+        if p.requires_grad:
+            assert torch.equal(p, pb.float())
+    q, k, x = (torch.randn(1, 2, T, 8).bfloat16(), torch.randn(1, 2, T, 8).bfloat16(),
+               torch.randn(1, T, 16).bfloat16())
+    with torch.no_grad():
+        qf, kf, (_, Pf) = f32.rotate(q.float(), k.float(), x.float())
+        qb, kb, (_, Pb) = b16.rotate(q, k, x)
+        phi_b, _ = b16.phases(x)
+        phi_f, _ = f32.phases(x.float())
+    assert qb.dtype == kb.dtype == torch.bfloat16 and Pb.dtype == phi_b.dtype == torch.float32
+    assert float(Pf.abs().max()) > 500  # the bias makes the phase grow with the position
+    torch.testing.assert_close(phi_b, phi_f, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(Pb, Pf, rtol=1e-6, atol=1e-3)
+    assert float((phi_b.cumsum(-2)[:, :, 2000] - phi_f.cumsum(-2)[:, :, 2000]).abs().max()) < 0.05
+    assert float((qb[:, :, 2000].float() - qf[:, :, 2000]).abs().max()) < 0.05
+    assert float((kb[:, :, 2000].float() - kf[:, :, 2000]).abs().max()) < 0.05

@@ -929,3 +929,61 @@ def test_teacher_forced_runs_the_shared_prefix_once():
     teacher_forced(model, _SpaceTok(), [head + " 4", head + " 6 7"], ["6", "10"], batch_size=1)
     hook.remove()
     assert lengths == [(1, 7), (1, 2), (1, 3)]
+
+
+def test_soft_top_p_rejects_temperatures_top_p_and_alpha_out_of_range():
+    """soft_top_p_probs with T = 0 returned NaN (0 / 0 where a logit is 0); it now rejects T <= 0,
+    non-finite T, NaN or out-of-[0, 1] P and non-finite alpha, as warp_logits does for T and P."""
+    torch.manual_seed(17)
+    logits = torch.randn(12, 7)
+    logits[:, 0] = 0.0
+    p = torch.full((12,), 0.7)
+    for bad in (0.0, -0.5, float("inf")):
+        with pytest.raises(ValueError, match=rf"^temperature must lie in \(0, inf\), got values from"):
+            soft_top_p_probs(logits, torch.full((12,), bad), p)
+    with pytest.raises(ValueError, match=r"^temperature must lie in \(0, inf\), got values from 0.0 to 1.0$"):
+        soft_top_p_probs(logits, torch.tensor([1.0] * 11 + [0.0]), p)
+    with pytest.raises(ValueError, match=r"^temperature must not be NaN$"):
+        soft_top_p_probs(logits, torch.full((12,), float("nan")), p)
+    with pytest.raises(ValueError, match=r"^temperature must lie in \(0, inf\)"):
+        soft_top_p_probs(logits, 0.0, p, presorted=True)
+    with pytest.raises(ValueError, match=r"^temperature has shape \(12, 1\); it must be a scalar or broadcast to "
+                                         r"the logits without the vocabulary axis, \(12,\)$"):
+        soft_top_p_probs(logits, torch.ones(12, 1), p)  # would broadcast to (12, 12, 7)
+    for bad in (1.5, -0.1):
+        with pytest.raises(ValueError, match=r"^top_p must lie in \[0, 1.0\]"):
+            soft_top_p_probs(logits, torch.ones(12), torch.full((12,), bad))
+    with pytest.raises(ValueError, match=r"^top_p must not be NaN$"):
+        soft_top_p_probs(logits, torch.ones(12), torch.full((12,), float("nan")))
+    for bad in (float("inf"), float("nan")):
+        with pytest.raises(ValueError, match=r"^alpha must be"):
+            soft_top_p_probs(logits, torch.ones(12), p, alpha=bad)
+    # the edges of the allowed ranges give finite distributions; numbers work like scalar tensors
+    for t, pp in ((1e-6, 0.0), (1e-6, 1.0), (50.0, 0.0), (50.0, 1.0)):
+        q = soft_top_p_probs(logits, torch.full((12,), t), torch.full((12,), pp))
+        assert bool(torch.isfinite(q).all()) and bool((q >= 0).all())
+    assert torch.equal(soft_top_p_probs(logits, 0.8, 0.6), soft_top_p_probs(logits, torch.tensor(0.8), torch.tensor(0.6)))
+    t = torch.full((12,), 0.9, requires_grad=True)
+    soft_top_p_probs(logits, t, p)[:, 1].sum().backward()
+    assert t.grad is not None and bool(torch.isfinite(t.grad).all())
+
+
+def test_loss_and_config_reject_non_finite_or_non_positive_settings():
+    """autodeco_loss's min_temperature (a divisor) must be a finite number > 0, its weights finite
+    and >= 0 with one per position; max_temperature must be finite."""
+    torch.manual_seed(18)
+    heads = AutoDecoHeads(AutoDecoConfig(hidden_size=4, head_hidden=8))
+    h, logits = torch.randn(6, 4), torch.randn(6, 7)
+    y = logits.argmax(-1)
+    for bad in (0.0, -0.01, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match=r"^min_temperature must be a finite number > 0"):
+            autodeco_loss(heads, h, logits, y, min_temperature=bad)
+    for w in (torch.tensor([1.0, 1, 1, 1, 1, float("nan")]), torch.tensor([1.0, 1, 1, 1, 1, -1])):
+        with pytest.raises(ValueError, match=r"^weights must be finite and >= 0"):
+            autodeco_loss(heads, h, logits, y, weights=w)
+    with pytest.raises(ValueError, match=r"^weights must have shape \(6,\), got \(6, 1\)$"):
+        autodeco_loss(heads, h, logits, y, weights=torch.ones(6, 1))
+    loss, _ = autodeco_loss(heads, h, logits, y, weights=torch.tensor([0.0, 1, 2, 1, 1, 3]))
+    assert math.isfinite(float(loss.detach()))
+    with pytest.raises(ValueError, match=r"^max_temperature must be finite \(> 0\), got inf$"):
+        AutoDecoConfig(hidden_size=4, max_temperature=float("inf"))

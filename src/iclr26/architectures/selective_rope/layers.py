@@ -152,32 +152,41 @@ class SelectiveRoPE(nn.Module):
     def phases(self, x: torch.Tensor, conv_cache: torch.Tensor | None = None):
         """Per-step phases ``phi`` ``(B, H, T, D/2)`` and the new conv cache: the last ``d_conv - 1``
         projected phases ``(B, width, d_conv - 1)`` with the convolution, the last one
-        ``(B, width, 1)`` without it (the first difference needs it)."""
+        ``(B, width, 1)`` without it (the first difference needs it).
+
+        The whole phase path (projection, convolution, gate, bias) runs in at least float32, and
+        ``phi`` and the cache come back in that precision, whatever the module's dtype: the
+        phases are summed over the sequence, so a per-step rounding to bfloat16 (spacing 2^-7 near
+        a bias of 1) accumulates into the angle (about 0.5 rad by position 1,500). In a float32 or
+        float64 module nothing is cast."""
         c = self.config
         B, T, d = x.shape
         if d != c.model_dim:
             raise ValueError(f"x has {d} features, SelectiveRoPE expects model_dim={c.model_dim}")
-        h = l2_normalize(x.view(B, T, c.num_heads, d // c.num_heads)).reshape(B, T, d)
-        phi = self.phi_proj(h).transpose(1, 2)  # (B, width, T)
+        w1, w2 = self.phi_proj[0].weight, self.phi_proj[1].weight
+        dt = torch.promote_types(w2.dtype, torch.float32)
+        h = l2_normalize(x.to(dt).view(B, T, c.num_heads, d // c.num_heads)).reshape(B, T, d)
+        phi = F.linear(F.linear(h, w1.to(dt)), w2.to(dt)).transpose(1, 2)  # (B, width, T)
         new_cache = None
         if c.use_conv:
-            pad = conv_cache if conv_cache is not None else phi.new_zeros(B, phi.shape[1], c.d_conv - 1)
+            pad = conv_cache.to(dt) if conv_cache is not None else phi.new_zeros(B, phi.shape[1], c.d_conv - 1)
             full = torch.cat([pad, phi], dim=-1)
             new_cache = full[..., -(c.d_conv - 1):] if c.d_conv > 1 else full[..., :0]
-            phi = F.conv1d(full, self.conv_weight.unsqueeze(1), groups=phi.shape[1])
+            phi = F.conv1d(full, self.conv_weight.to(dt).unsqueeze(1), groups=phi.shape[1])
             if c.conv_activation == "silu":
                 phi = F.silu(phi)
         else:
             # official skip_conv: phi_t - phi_{t-1} (phi_{-1} = 0), so cumsum gives back phi_t
-            prev = conv_cache if conv_cache is not None else phi.new_zeros(B, phi.shape[1], 1)
+            prev = conv_cache.to(dt) if conv_cache is not None else phi.new_zeros(B, phi.shape[1], 1)
             full = torch.cat([prev, phi], dim=-1)
             new_cache = full[..., -1:]
             phi = full[..., 1:] - full[..., :-1]
         phi = phi.view(B, c.num_heads, self.pe_dim, T).transpose(-1, -2)  # (B,H,T,D/2)
         if c.use_bias:
-            phi = phi + torch.exp(self.phi_bias)[None, :, None, :]
+            phi = phi + torch.exp(self.phi_bias.to(dt))[None, :, None, :]
         if c.use_gate:
-            gate = torch.sigmoid(self.gate_proj(h)).transpose(1, 2)  # (B,H,T)
+            g = self.gate_proj
+            gate = torch.sigmoid(F.linear(h, g.weight.to(dt), g.bias.to(dt))).transpose(1, 2)  # (B,H,T)
             phi = phi * gate[..., None]
         return phi, new_cache
 
@@ -193,8 +202,7 @@ class SelectiveRoPE(nn.Module):
         omega = self.omega
         if torch.finfo(omega.dtype).bits < 32:  # module cast to half precision: frozen frequencies
             omega = omega.float() if self.config.train_frequencies else selective_frequencies(self.config)
-        q2, k2, Phi = apply_selective_rotary(q, k, phi.to(torch.promote_types(phi.dtype, torch.float32)), omega,
-                                              offset)
+        q2, k2, Phi = apply_selective_rotary(q, k, phi, omega, offset)
         return q2, k2, (conv_cache, Phi[..., -1:, :])
 
     def forward(self, q, k, x):

@@ -11,6 +11,7 @@ own next-token cross-entropy through a differentiable "soft" top-p (Sec. 2.2), s
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -53,6 +54,8 @@ class AutoDecoConfig:
             raise ValueError(f"head_hidden must be a positive integer, got {self.head_hidden!r}")
         if not self.max_temperature > 0:
             raise ValueError(f"max_temperature must be > 0, got {self.max_temperature!r}")
+        if not math.isfinite(self.max_temperature):
+            raise ValueError(f"max_temperature must be finite (> 0), got {self.max_temperature!r}")
 
 
 def _features_from_logp(logp: torch.Tensor, top: torch.Tensor) -> torch.Tensor:
@@ -145,6 +148,17 @@ class AutoDecoHeads(nn.Module):
         return self
 
 
+def _check_values(name: str, v: torch.Tensor, high: float | None, low_closed: bool = False) -> None:
+    """Raise unless every value of ``v`` is in ``(0, high]`` (``[0, high]`` with ``low_closed``),
+    or in ``(0, inf)`` when ``high`` is None; NaN is named apart."""
+    if torch.isnan(v).any():
+        raise ValueError(f"{name} must not be NaN")
+    rng = ("[0, " if low_closed else "(0, ") + (f"{high}]" if high is not None else "inf)")
+    if bool((v < 0).any() if low_closed else (v <= 0).any()) or (high is not None and bool((v > high).any())) or \
+            (high is None and bool(torch.isinf(v).any())):
+        raise ValueError(f"{name} must lie in {rng}, got values from {float(v.min())} to {float(v.max())}")
+
+
 def _per_position(name: str, value, logits: torch.Tensor, high: float | None) -> torch.Tensor:
     """``value`` as a float tensor broadcastable against ``logits`` (a scalar, or shaped
     ``logits.shape[:-1]`` or ``logits.shape[:-1] + (1,)``), checked to lie in its range."""
@@ -153,12 +167,7 @@ def _per_position(name: str, value, logits: torch.Tensor, high: float | None) ->
     if v.dim() > 0 and tuple(v.shape) not in (lead, lead + (1,)):
         raise ValueError(f"{name} has shape {tuple(v.shape)}; it must be a scalar or shaped like the logits "
                          f"without the vocabulary axis, {lead} (or {lead + (1,)})")
-    if torch.isnan(v).any():
-        raise ValueError(f"{name} must not be NaN")
-    rng = f"(0, {high}]" if high is not None else "(0, inf)"
-    if bool((v <= 0).any()) or (high is not None and bool((v > high).any())) or \
-            (high is None and bool(torch.isinf(v).any())):
-        raise ValueError(f"{name} must lie in {rng}, got values from {float(v.min())} to {float(v.max())}")
+    _check_values(name, v, high)
     if v.dim() == len(lead):
         v = v.expand(lead).unsqueeze(-1) if lead else v.reshape(1)
     return v
@@ -239,6 +248,23 @@ def autodeco_step(heads: AutoDecoHeads, hidden: torch.Tensor, logits: torch.Tens
     return out, temp, top_p
 
 
+def _soft_argument(name: str, value, logits: torch.Tensor, high: float | None, *, low_closed: bool) -> torch.Tensor:
+    """``value`` as a tensor (a number becomes a float32 scalar; a tensor is returned as it is,
+    so gradients reach it), checked to broadcast to ``logits.shape[:-1]`` and to lie in range."""
+    if not isinstance(value, torch.Tensor):
+        value = torch.tensor(float(value), dtype=torch.float32, device=logits.device)
+    lead = tuple(logits.shape[:-1])
+    try:
+        ok = tuple(torch.broadcast_shapes(tuple(value.shape), lead)) == lead
+    except RuntimeError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{name} has shape {tuple(value.shape)}; it must be a scalar or broadcast to the logits "
+                         f"without the vocabulary axis, {lead}")
+    _check_values(name, value.detach(), high, low_closed=low_closed)
+    return value
+
+
 def soft_top_p_probs(logits: torch.Tensor, temperature: torch.Tensor, top_p: torch.Tensor, alpha: float = 30.0,
                      *, presorted: bool = False):
     """The paper's differentiable top-p (Sec. 2.2).
@@ -249,9 +275,18 @@ def soft_top_p_probs(logits: torch.Tensor, temperature: torch.Tensor, top_p: tor
     ``presorted=True``: ``logits`` are already sorted descending along the last axis (the order of
     ``softmax(l / T)`` does not depend on ``T > 0``, so a training set can be sorted once); the
     sort and scatter are skipped and the result is in that sorted order.
+
+    ``temperature`` must lie in ``(0, inf)`` (``l / 0`` is NaN where a logit is 0 and the
+    softmax of infinities is NaN) and ``top_p`` in ``[0, 1]`` (a sigmoid's range; ``P = 0``
+    keeps only the top token's share); both are scalars or broadcast to ``logits.shape[:-1]``.
+    ``alpha`` must be a finite number > 0. Anything else raises a ``ValueError``.
     """
-    if alpha <= 0:
+    if not alpha > 0:
         raise ValueError(f"alpha must be > 0, got {alpha!r}")
+    if not math.isfinite(alpha):
+        raise ValueError(f"alpha must be finite (> 0), got {alpha!r}")
+    temperature = _soft_argument("temperature", temperature, logits, None, low_closed=False)
+    top_p = _soft_argument("top_p", top_p, logits, 1.0, low_closed=True)
     p = torch.softmax(logits.float() / temperature.unsqueeze(-1), dim=-1)
     if presorted:
         m = torch.exp(-alpha * F.relu(p.cumsum(-1) - top_p.unsqueeze(-1)))
@@ -303,6 +338,15 @@ def autodeco_loss(
         )
     if not 0.0 <= easy_drop < 1.0:
         raise ValueError(f"easy_drop must be in [0, 1), got {easy_drop!r}")
+    if not (min_temperature > 0 and math.isfinite(min_temperature)):
+        raise ValueError(f"min_temperature must be a finite number > 0 (the temperature loss divides the logits by "
+                         f"max(T, min_temperature)), got {min_temperature!r}")
+    if weights is not None:
+        if tuple(weights.shape) != (labels.shape[0],):
+            raise ValueError(f"weights must have shape ({labels.shape[0]},), got {tuple(weights.shape)}")
+        wd = weights.detach()
+        if not bool(torch.isfinite(wd).all()) or bool((wd < 0).any()):
+            raise ValueError(f"weights must be finite and >= 0, got values from {float(wd.min())} to {float(wd.max())}")
     logits = logits.detach().float()
     temp, top_p = heads(hidden, logits)
     with torch.no_grad():
