@@ -391,8 +391,8 @@ def test_gnn_dropout_and_activation_matter():
 
 
 def test_gnn_rejections():
-    with pytest.raises(ValueError, match=r"kind must be one of \('gcn', 'gat', 'nsd', 'csnn'\), got 'mlp'"):
-        GNN("mlp", 3, 2)
+    with pytest.raises(ValueError, match=r"kind must be one of \('gcn', 'gat', 'nsd', 'csnn', 'mlp'\), got 'sage'"):
+        GNN("sage", 3, 2)
     with pytest.raises(ValueError, match=r"hidden \(6\) must be divisible by heads \(4\)"):
         GNN("gat", 3, 2, hidden=6, heads=4)
 
@@ -479,7 +479,7 @@ def test_load_errors(tmp_path):
 def test_quick_scale_runs():
     from iclr26.architectures.csnn.experiment import run
     out = run("quick", 0)
-    assert set(out["metrics"]["test_accuracy"]) == {"csnn", "csnn_tied", "nsd", "gcn", "gat"}
+    assert set(out["metrics"]["test_accuracy"]) == {"csnn", "csnn_tied", "nsd", "gcn", "gat", "mlp"}
 
 
 def test_dropout_only_in_training_and_at_the_given_rate():
@@ -744,3 +744,132 @@ def test_package_import_does_not_load_torch_geometric():
             "assert 'torch_geometric' not in sys.modules\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
+
+
+# ---------------------------------------------------------------------------------- issue-30 fixes
+def test_scale_is_clamped_before_the_exponential():
+    """``exp(min(a, log c_max))``: a huge pre-activation gives c = c_max and finite gradients (the
+    clamp after ``exp`` overflows to inf in float32 and its gradient is inf * 0 = NaN)."""
+    learner = ConformalMapLearner(4, 3, c_max=10.0)
+    with torch.no_grad():
+        learner.lin.bias[-1] = 1e4                 # exp overflows in float32 and float64
+    x = torch.randn(5, 4, requires_grad=True)
+    maps, c = learner(x)
+    torch.testing.assert_close(c, torch.full((5,), 10.0))
+    (maps.sum() + c.sum()).backward()
+    assert all(torch.isfinite(p.grad).all() for p in learner.parameters())
+    assert torch.isfinite(x.grad).all()
+    # below the bound the scale is exactly exp(a)
+    with torch.no_grad():
+        learner.lin.weight.zero_()
+        learner.lin.bias[-1] = math.log(10.0) - 0.5
+    _, c = learner(torch.randn(2, 4))
+    torch.testing.assert_close(c, torch.full((2,), math.exp(math.log(10.0) - 0.5)))
+
+
+def test_mlp_map_learner_is_the_official_shape_and_conformal():
+    learner = ConformalMapLearner(6, 3, hidden=16)
+    assert isinstance(learner.lin, torch.nn.Sequential)
+    assert [type(m) for m in learner.lin] == [torch.nn.Linear, torch.nn.ReLU, torch.nn.Linear]
+    assert learner.lin[0].out_features == 16 and learner.lin[2].out_features == 4
+    maps, c = learner(torch.randn(7, 6))
+    torch.testing.assert_close(maps.transpose(-1, -2) @ maps, (c ** 2)[:, None, None] * torch.eye(3).expand(7, 3, 3))
+    conv = CSNNConv(4, d=3, map_hidden=16)
+    assert conv.target_maps.hidden == 16 and conv.source_maps.hidden == 16
+    assert all(cv.target_maps.hidden == 5 for cv in CSNN(6, 2, d=2, hidden=4, layers=2, map_hidden=5).convs)
+    assert GNN("csnn", 6, 2, d=2, hidden=4, map_hidden=5).net.convs[0].source_maps.hidden == 5
+    nsd = GNN("nsd", 6, 2, d=3, hidden=4, map_hidden=7)
+    assert isinstance(nsd.convs[0].map_lin, torch.nn.Sequential) and nsd.convs[0].map_lin[0].out_features == 7
+    assert isinstance(GNN("nsd", 6, 2, d=3, hidden=4).convs[0].map_lin, torch.nn.Linear)
+    with pytest.raises(ValueError, match="hidden must be a non-negative integer"):
+        ConformalMapLearner(4, 2, hidden=-1)
+    with pytest.raises(ValueError, match="map_hidden must be a non-negative integer"):
+        NSDConv(3, d=2, map_hidden=-2)
+
+
+def test_csnn_layer_sees_two_hops_and_ring_depth_matches_receptive_field():
+    """Each CSNN layer composes two Laplacians: L layers reach exactly 2L hops, so on the ring
+    CSNN gets ceil(distance / 2) layers and the one-hop models distance layers."""
+    from iclr26.architectures.csnn.experiment import ring_layers
+    n = 12
+    ring = torch.arange(n)
+    e = torch.stack([torch.cat([ring, (ring + 1) % n]), torch.cat([(ring + 1) % n, ring])])
+
+    def reaches(model, hops):
+        x = torch.randn(n, 5, requires_grad=True)
+        model(x, e)[hops].sum().backward()
+        return bool(x.grad[0].abs().sum() > 0)
+
+    torch.manual_seed(0)
+    assert reaches(CSNN(5, 2, d=2, hidden=3, layers=3, dropout=0.0), 6)
+    assert not reaches(CSNN(5, 2, d=2, hidden=3, layers=2, dropout=0.0), 6)
+    assert reaches(CSNN(5, 2, d=2, hidden=3, layers=2, dropout=0.0), 4)
+    assert reaches(GNN("gcn", 5, 2, hidden=64, layers=6, dropout=0.0), 6)
+    assert not reaches(GNN("gcn", 5, 2, hidden=64, layers=5, dropout=0.0), 6)
+    assert not reaches(GNN("nsd", 5, 2, d=2, hidden=3, layers=5, dropout=0.0), 6)
+    assert reaches(GNN("nsd", 5, 2, d=2, hidden=3, layers=6, dropout=0.0), 6)
+    assert not reaches(GNN("mlp", 5, 2, hidden=64, layers=6, dropout=0.0), 6)
+    assert [ring_layers(a, 6) for a in ("csnn", "csnn_tied", "nsd", "gcn", "gat", "mlp")] == [3, 3, 6, 6, 6, 6]
+    assert ring_layers("csnn", 3) == 2 and ring_layers("gcn", 3) == 3
+
+
+def test_mlp_baseline_ignores_the_edges():
+    e, N = _graph()
+    x = torch.randn(N, 6)
+    m = GNN("mlp", 6, 3, hidden=8, layers=2, dropout=0.0).eval()
+    torch.testing.assert_close(m(x, e), m(x, torch.zeros(2, 0, dtype=torch.long)))
+    assert len(m.convs) == 2 and all(isinstance(c, torch.nn.Linear) for c in m.convs)
+
+
+def _tiny_graph(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    N = 30
+    y = torch.arange(N) % 3
+    x = torch.nn.functional.one_hot(y, 3).float() + 0.3 * torch.randn(N, 3, generator=g)
+    src = torch.randint(0, N, (60,), generator=g)
+    dst = torch.randint(0, N, (60,), generator=g)
+    keep = src != dst
+    e = torch.unique(torch.cat([torch.stack([src, dst]), torch.stack([dst, src])], 1)[:, torch.cat([keep, keep])], dim=1)
+    masks = torch.zeros(3, 1, N, dtype=torch.bool)
+    part = torch.randperm(N, generator=g) % 3          # train / val / test nodes, every class in each
+    for k in range(3):
+        masks[k, 0, part == k] = True
+    return dict(x=x, y=y, edge_index=e, train_masks=masks[0], val_masks=masks[1], test_masks=masks[2], num_classes=3)
+
+
+def test_training_fails_loudly_on_nonfinite_loss_or_gradient(monkeypatch):
+    from iclr26.architectures.csnn import experiment as E
+    cfg = dict(E.SCALES["smoke"])
+    g = _tiny_graph()
+    real_build = E.build
+
+    def poisoned(*a, **k):
+        m = real_build(*a, **k)
+        with torch.no_grad():
+            next(m.parameters()).fill_(float("nan"))
+        return m
+
+    monkeypatch.setattr(E, "build", poisoned)
+    with pytest.raises(E.NonFiniteTrainingError, match="csnn .*non-finite loss nan at step 0"):
+        E._fit_node_split("csnn", g, 0, cfg, 0)
+    with pytest.raises(E.NonFiniteTrainingError, match="ring gcn .*at step 0"):
+        E._fit_ring("gcn", 3, cfg, 0)
+    # a finite loss whose gradient is not finite is caught too
+    lin = torch.nn.Linear(2, 1)
+    loss = lin(torch.ones(1, 2)).sum()
+    loss.backward()
+    lin.weight.grad[0, 0] = float("inf")
+    with pytest.raises(E.NonFiniteTrainingError, match="^probe: non-finite gradient of weight at step 7$"):
+        E.check_finite(lin, loss.detach(), "probe", 7)
+    lin.weight.grad[0, 0] = 0.0
+    E.check_finite(lin, loss.detach(), "probe", 7)
+
+
+def test_node_training_stops_early_and_picks_the_best_validation_epoch():
+    from iclr26.architectures.csnn import experiment as E
+    cfg = dict(E.SCALES["smoke"], epochs=300, patience=30)
+    val, test, ran = E._fit_node_split("mlp", _tiny_graph(), 0, cfg, 0)
+    assert len(ran) == len(cfg["grid"]) and all(r < 300 for r in ran)
+    assert val > 1 / 3 and 0.0 <= test <= 1.0         # above chance on a learnable toy task
+    long = E._fit_node_split("mlp", _tiny_graph(), 0, dict(cfg, patience=1000), 0)
+    assert long[2] == [300] and long[0] >= val

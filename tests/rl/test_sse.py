@@ -298,7 +298,14 @@ def test_make_agent_and_random_floor():
     env = GridMaze(MAZE)
     assert make_agent("sse", env, 0).mode == "fer" and make_agent("sse_no_fer", env, 0).mode == "her"
     assert isinstance(make_agent("flat_her", env, 0), FlatHER)
-    assert ARMS == ("sse", "sse_no_fer", "flat_her")
+    assert ARMS == ("sse", "sse_no_fer", "sse_q0", "sse_no_fer_q0", "flat_her", "flat_q_opt")
+    assert make_agent("sse", env, 0).qh.min() == 1.0 and make_agent("sse_no_fer", env, 0).qh.min() == 1.0
+    q0, h0 = make_agent("sse_q0", env, 0), make_agent("sse_no_fer_q0", env, 0)
+    assert (q0.mode, h0.mode) == ("fer", "her") and q0.qh.max() == 0.0 and h0.qh.max() == 0.0
+    flat = make_agent("flat_her", env, 0)
+    assert flat.low.q.max() == 0.0 and flat.low.her_k == 4
+    opt = make_agent("flat_q_opt", env, 0)
+    assert isinstance(opt, FlatHER) and opt.low.q.min() == 1.0 and opt.low.her_k == 0
     with pytest.raises(ValueError, match="unknown arm"):
         make_agent("hiro", env, 0)
     assert random_success(GridMaze(MAZE, slip=0.1, max_steps=200), 20, 0).mean() == 0.0
@@ -563,3 +570,61 @@ def test_learn_budget_seeds_and_records():
     agent = SSEAgent(env, seed=3).learn(5)
     assert env.n_steps == 5 and env.seeds == [3 * 100_003 + e for e in range(5)]
     assert agent.episode_success == [0.0] * 5 and agent.high_steps == [1] * 5
+
+
+# ----------------------------------------------------------------------------- issue-30 fixes
+def test_high_level_bootstraps_over_the_candidate_set_only():
+    """The next-state value is the max over ``candidates[s']`` (nodes within ``radius``), never
+    over all nodes: a large value at a far node must not leak into the target."""
+    env = GridMaze(SMALL, slip=0.0)
+    agent = SSEAgent(env, q_init=0.0, alpha_h=0.5, gamma_h=0.9, batch=1, updates=1, radius=1, seed=0)
+    s2 = 10
+    far = int(np.flatnonzero(~agent.candidates[s2])[-1])
+    assert far != s2 and not agent.candidates[s2, far]
+    agent.qh[s2, far] = 5.0
+    near = int(np.flatnonzero(agent.candidates[s2])[0])
+    agent.qh[s2, near] = 0.2
+    agent.buffer.add(9, s2, 0.0, s2, False)
+    agent.update_high()
+    assert agent.qh[9, s2] == pytest.approx(0.5 * 0.9 * 0.2)
+
+
+def test_optimistic_start_of_the_flat_learners():
+    q = GoalQ(3, 2, q_init=1.0, rng=np.random.default_rng(0))
+    assert q.q.shape == (3, 3, 2) and np.all(q.q == 1.0)
+    q.update(0, 1, 2, 1)                              # not the goal: target 0.95 * max Q[2, 1] = 0.95
+    assert q.q[0, 1, 1] == pytest.approx(1.0 + 0.5 * (0.95 - 1.0))
+    assert np.all(GoalQ(3, 2).q == 0.0)
+    with pytest.raises(ValueError, match="q_init must be finite"):
+        GoalQ(3, 2, q_init=float("nan"))
+    flat = FlatHER(GridMaze(SMALL), q_init=1.0, her_k=0)
+    assert np.all(flat.low.q == 1.0) and flat.low.her_k == 0
+    # the optimistic flat learner explores systematically and solves the small maze greedily
+    opt = FlatHER(GridMaze(SMALL, slip=0.0, max_steps=30), q_init=1.0, her_k=0, seed=0).learn(1500)
+    assert all(opt.run_episode(seed=k) for k in range(3))
+
+
+def test_deleted_waypoints_cost_the_disconnect_cost():
+    p = FailureAwareGraphPlanner(3, 3, c_dist=0.0)
+    assert p.edge_cost(0, 1, deleted={1}) == 1000.0 and p.edge_cost(0, 1) == 1.0
+    assert p.shortest_path(0, 2) == [0, 1, 2]
+    assert p.shortest_path(0, 2, deleted={1}) == [0, 3, 4, 5, 2]
+    assert p.shortest_path(0, 1, deleted={1}) == [0, 1]    # a deleted goal is still the goal
+
+
+def test_execute_deletes_a_timed_out_waypoint_for_the_rest_of_the_step():
+    def goals_after_timeout(delete):
+        env = GridMaze(SMALL, slip=0.0, max_steps=100)
+        agent = SSEAgent(env, eps=0.0, c_dist=0.0, waypoint_steps=2, subgoal_steps=4, seed=0,
+                         delete_failed_waypoints=delete)
+        agent.low.q[:] = 0.0
+        agent.low.q[:, :, 0] = 1.0                     # always "up": from the start that is a wall
+        env.reset(seed=0)
+        goals = []
+        agent.execute(env.start, env.start + 2, 0, True, [], goals)
+        return goals
+
+    # c_dist = 0: a failure alone does not change the costs, so only the deletion reroutes
+    assert goals_after_timeout(False) == [9, 9, 9, 9]
+    assert goals_after_timeout(True) == [9, 9, 1, 1]  # around the deleted cell 9 (through row 0)
+    assert SSEAgent(GridMaze(SMALL)).delete_failed_waypoints is False

@@ -3,6 +3,8 @@
 - :class:`GCNConv`: Kipf & Welling (2017), Eq. 2: ``H' = D~^{-1/2} (A + I) D~^{-1/2} H W``.
 - :class:`GATConv`: Velickovic et al. (2018), Eqs. 1-5: ``alpha_ij = softmax_j(LeakyReLU_0.2(
   a^T [W h_i || W h_j]))`` over ``j in N(i) + {i}``, heads concatenated.
+- ``GNN("mlp", ...)``: a multi-layer perceptron on the node features alone (no edges), the
+  reference every heterophilic benchmark reports.
 - :class:`NSDConv`: neural sheaf diffusion (Bodnar et al. 2022, Eq. 11 with orthogonal maps):
   an *undirected* sheaf whose restriction map of node ``v`` into edge ``{v, u}`` is
   ``F_{v<e} = O(tanh(W [x_v || x_u]))``, Laplacian ``(L x)_v = sum_u F_{v<e}^T (F_{v<e} x_v -
@@ -76,10 +78,15 @@ class GATConv(nn.Module):
 class NSDConv(nn.Module):
     """Undirected neural sheaf diffusion layer with edge-wise orthogonal maps (module docstring)."""
 
-    def __init__(self, channels: int, d: int = 3, dropout: float = 0.0, act: bool = True):
+    def __init__(self, channels: int, d: int = 3, dropout: float = 0.0, act: bool = True, map_hidden: int = 0):
         super().__init__()
+        if not isinstance(map_hidden, int) or map_hidden < 0:
+            raise ValueError(f"map_hidden must be a non-negative integer (0: a linear map learner), got {map_hidden!r}")
         self.channels, self.d, self.dropout, self.act = channels, d, dropout, act
-        self.map_lin = nn.Linear(2 * d * channels, d * (d - 1) // 2)
+        k = d * (d - 1) // 2
+        # one linear layer (NSD's paper) or the same MLP map learner CSNN's official code uses
+        self.map_lin = (nn.Linear(2 * d * channels, k) if map_hidden == 0 else
+                        nn.Sequential(nn.Linear(2 * d * channels, map_hidden), nn.ReLU(), nn.Linear(map_hidden, k)))
         self.left = nn.Parameter(torch.eye(d))
         self.right = nn.Linear(channels, channels, bias=False)
         nn.init.orthogonal_(self.right.weight)
@@ -115,30 +122,35 @@ class GNN(nn.Module):
     """Node classifier: linear encoder, ``layers`` message-passing layers, linear decoder.
 
     ``kind``: ``"gcn"`` (ReLU between layers), ``"gat"`` (ELU, ``heads`` heads of ``hidden // heads``),
-    ``"nsd"`` (stalk dimension ``d``, ``hidden`` channels per stalk dimension) or ``"csnn"``.
+    ``"nsd"`` (stalk dimension ``d``, ``hidden`` channels per stalk dimension), ``"csnn"`` or
+    ``"mlp"`` (``layers`` linear + ReLU layers that ignore ``edge_index``). ``map_hidden``: the
+    sheaf models' map learner (0: linear; > 0: an MLP with that many hidden units).
     """
 
-    KINDS = ("gcn", "gat", "nsd", "csnn")
+    KINDS = ("gcn", "gat", "nsd", "csnn", "mlp")
 
     def __init__(self, kind: str, in_channels: int, out_channels: int, hidden: int = 16, layers: int = 2,
-                 dropout: float = 0.5, d: int = 3, heads: int = 4):
+                 dropout: float = 0.5, d: int = 3, heads: int = 4, map_hidden: int = 0):
         super().__init__()
         if kind not in self.KINDS:
             raise ValueError(f"kind must be one of {self.KINDS}, got {kind!r}")
         self.kind, self.dropout = kind, dropout
         if kind == "csnn":
-            self.net = CSNN(in_channels, out_channels, d=d, hidden=hidden, layers=layers, dropout=dropout)
+            self.net = CSNN(in_channels, out_channels, d=d, hidden=hidden, layers=layers, dropout=dropout,
+                            map_hidden=map_hidden)
             return
         width = d * hidden if kind == "nsd" else hidden
         self.encoder = nn.Linear(in_channels, width)
         if kind == "gcn":
             self.convs = nn.ModuleList(GCNConv(width, width) for _ in range(layers))
+        elif kind == "mlp":
+            self.convs = nn.ModuleList(nn.Linear(width, width) for _ in range(layers))
         elif kind == "gat":
             if hidden % heads:
                 raise ValueError(f"hidden ({hidden}) must be divisible by heads ({heads})")
             self.convs = nn.ModuleList(GATConv(width, hidden // heads, heads) for _ in range(layers))
         else:
-            self.convs = nn.ModuleList(NSDConv(hidden, d, dropout) for _ in range(layers))
+            self.convs = nn.ModuleList(NSDConv(hidden, d, dropout, map_hidden=map_hidden) for _ in range(layers))
         self.decoder = nn.Linear(width, out_channels)
 
     def forward(self, x, edge_index):
@@ -146,8 +158,8 @@ class GNN(nn.Module):
             return self.net(x, edge_index)
         h = self.encoder(x)
         for conv in self.convs:
-            h = conv(h, edge_index)
-            if self.kind == "gcn":
+            h = conv(h) if self.kind == "mlp" else conv(h, edge_index)
+            if self.kind in ("gcn", "mlp"):
                 h = F.relu(h)
             elif self.kind == "gat":
                 h = F.elu(h)

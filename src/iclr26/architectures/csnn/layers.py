@@ -1,7 +1,9 @@
 """Cooperative Sheaf Neural Network (CSNN) layers.
 
 Paper: "Cooperative Sheaf Neural Networks", Ribeiro, Tenorio, Belieni, Souza, Mesquita
-(ICLR 2026, arXiv 2507.00647). No official code is linked from the paper.
+(ICLR 2026, arXiv 2507.00647). No official code is linked from the paper; the public
+implementation ``gegen07/bottleneck`` (``cooperative_sheaves/models/coopshv_model.py``, authorship
+unverified) gives the map learner (an MLP) and the clamp of the scale.
 
 Every node ``i`` carries a stalk ``x_i`` in ``R^{d x h}`` (``d`` the stalk dimension, ``h`` the
 channels). A *cellular sheaf on a directed graph* gives each node two conformal maps, learned from
@@ -91,26 +93,36 @@ def orthogonal_from_params(params: torch.Tensor, d: int) -> torch.Tensor:
 
 
 class ConformalMapLearner(nn.Module):
-    """Node-wise conformal maps ``c_i O(tanh(W x_i + b))`` (paper, Sec. 5: the maps are functions
+    """Node-wise conformal maps ``c_i O(tanh(phi(x_i)))`` (paper, Sec. 5: the maps are functions
     of the node's own features, so that a node chooses its action independently of the edge).
 
-    ``c_i = min(exp(a_i), c_max)``; ``c_max = 10`` follows the public implementation's clamp.
+    ``phi`` is one linear layer (``hidden=0``) or the official code's MLP map learner
+    ``Linear(in, hidden) -> ReLU -> Linear(hidden, angles + 1)`` (``hidden > 0``; the official
+    default is ``hidden=16``). The scale is ``c_i = exp(min(a_i, log c_max))``, the clamp applied
+    *before* the exponential as in the official code (``exp(a.clamp_max(log 10))``): clamping after
+    ``exp`` overflows in float32 once ``a`` passes ~88 and gives NaN gradients.
     Returns ``(maps (N, d, d), c (N,))``.
     """
 
-    def __init__(self, in_features: int, d: int, c_max: float = 10.0):
+    def __init__(self, in_features: int, d: int, c_max: float = 10.0, hidden: int = 0):
         super().__init__()
         if d < 1:
             raise ValueError(f"stalk dimension d must be >= 1, got {d}")
         if c_max <= 0:
             raise ValueError(f"c_max must be positive, got {c_max}")
-        self.d, self.c_max = d, c_max
+        if not isinstance(hidden, int) or hidden < 0:
+            raise ValueError(f"hidden must be a non-negative integer (0: a linear map learner), got {hidden!r}")
+        self.d, self.c_max, self.hidden = d, c_max, hidden
+        self.log_c_max = math.log(c_max)
         self.n_angles = d * (d - 1) // 2
-        self.lin = nn.Linear(in_features, self.n_angles + 1)
+        if hidden == 0:
+            self.lin = nn.Linear(in_features, self.n_angles + 1)
+        else:
+            self.lin = nn.Sequential(nn.Linear(in_features, hidden), nn.ReLU(), nn.Linear(hidden, self.n_angles + 1))
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         out = self.lin(x)
-        c = torch.exp(out[:, -1]).clamp(max=self.c_max)
+        c = torch.exp(out[:, -1].clamp(max=self.log_c_max))
         O = orthogonal_from_params(torch.tanh(out[:, : self.n_angles]), self.d)
         return c[:, None, None] * O, c
 
@@ -173,19 +185,20 @@ class CSNNConv(nn.Module):
     diffusion term. Defaults: ``W_left`` initialised to the identity and ``W_right`` orthogonal,
     ``eps = 0`` (as in neural sheaf diffusion, whose update CSNN keeps), GELU activation.
     ``tied=True`` uses one map per node for both roles (``S = T``): the undirected sheaf (the
-    ablation without cooperation).
+    ablation without cooperation). ``map_hidden > 0`` learns the maps with the official code's MLP
+    (:class:`ConformalMapLearner`).
     """
 
     def __init__(self, channels: int, d: int = 3, dropout: float = 0.0, act: bool = True,
-                 tied: bool = False, c_max: float = 10.0):
+                 tied: bool = False, c_max: float = 10.0, map_hidden: int = 0):
         super().__init__()
         if channels < 1:
             raise ValueError(f"channels must be >= 1, got {channels}")
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must be in [0, 1), got {dropout}")
         self.channels, self.d, self.dropout, self.act, self.tied = channels, d, dropout, act, tied
-        self.target_maps = ConformalMapLearner(d * channels, d, c_max)
-        self.source_maps = None if tied else ConformalMapLearner(d * channels, d, c_max)
+        self.target_maps = ConformalMapLearner(d * channels, d, c_max, map_hidden)
+        self.source_maps = None if tied else ConformalMapLearner(d * channels, d, c_max, map_hidden)
         self.left = nn.Parameter(torch.eye(d))
         self.right = nn.Linear(channels, channels, bias=False)
         nn.init.orthogonal_(self.right.weight)
@@ -225,11 +238,12 @@ class CSNN(nn.Module):
     decoder (the paper's architecture for node classification, Sec. 6).
 
     Defaults ``d=3, hidden=16, layers=4`` are small-graph settings in the range of the paper's
-    hyper-parameter search; ``tied=True`` gives the undirected sheaf ablation.
+    hyper-parameter search; ``tied=True`` gives the undirected sheaf ablation; ``map_hidden=16``
+    the official code's MLP map learner (0, the default here: one linear layer).
     """
 
     def __init__(self, in_channels: int, out_channels: int, d: int = 3, hidden: int = 16, layers: int = 4,
-                 dropout: float = 0.5, input_dropout: float = 0.0, tied: bool = False):
+                 dropout: float = 0.5, input_dropout: float = 0.0, tied: bool = False, map_hidden: int = 0):
         super().__init__()
         for name, v in dict(in_channels=in_channels, out_channels=out_channels, d=d, hidden=hidden,
                             layers=layers).items():
@@ -237,7 +251,8 @@ class CSNN(nn.Module):
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
         self.d, self.hidden, self.input_dropout, self.dropout = d, hidden, input_dropout, dropout
         self.encoder = nn.Linear(in_channels, d * hidden)
-        self.convs = nn.ModuleList(CSNNConv(hidden, d, dropout, tied=tied) for _ in range(layers))
+        self.convs = nn.ModuleList(CSNNConv(hidden, d, dropout, tied=tied, map_hidden=map_hidden)
+                                   for _ in range(layers))
         self.decoder = nn.Linear(d * hidden, out_channels)
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:

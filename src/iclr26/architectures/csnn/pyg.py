@@ -76,9 +76,9 @@ class CSNNConvPyG(CSNNConv):
     """
 
     def __init__(self, channels: int, d: int = 3, dropout: float = 0.0, act: bool = True,
-                 tied: bool = False, c_max: float = 10.0):
+                 tied: bool = False, c_max: float = 10.0, map_hidden: int = 0):
         _require_pyg("CSNNConvPyG")
-        super().__init__(channels, d, dropout, act, tied, c_max)
+        super().__init__(channels, d, dropout, act, tied, c_max, map_hidden)
         self.message_passing = CSNNMessagePassing()
 
     def laplacian(self, z, edge_index, S, T, kind: str):

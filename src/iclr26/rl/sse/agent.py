@@ -17,7 +17,10 @@ https://github.com/Jaebak1996/SSE (PyTorch, MuJoCo Ant mazes).
   exploration policy instead of the epsilon-greedy exploit policy; it picks, each with probability
   1/3, the final goal, the farthest node already reached (refined graph distance from the start), or a
   least-tried node (the nearest one to the agent);
-* **path refinement**: waypoint outcomes update the planner's failure ratios.
+* **path refinement**: waypoint outcomes update the planner's failure ratios; with
+  ``delete_failed_waypoints=True`` a waypoint the low level fails to reach in training is also
+  *deleted* for the rest of the high-level step (entering it costs ``disconnect_cost``, 1000, when
+  re-planning), as the official code's ``deleted_node`` (off by default here: see the README).
 
 The low level is a goal-conditioned tabular Q-learner with hindsight relabelling (HER, "future"
 strategy, ``her_k`` relabels per transition; Andrychowicz et al. 2017), shared with the flat
@@ -92,11 +95,15 @@ class GoalQ:
     Reward 1 on arriving at ``g`` (terminal for that goal), 0 otherwise; ``update_episode`` takes
     the transitions of one trajectory ``[(s, a, s'), ...]`` with their commanded goals and adds
     ``her_k`` relabelled copies per transition with goals achieved later in the trajectory.
+    ``q_init``: the initial value of every entry (0: pessimistic; 1, the largest return:
+    optimistic, a standard tabular exploration device).
     """
 
     def __init__(self, n_states: int, n_actions: int, alpha: float = 0.5, gamma: float = 0.95, her_k: int = 4,
-                 rng: np.random.Generator | None = None):
-        self.q = np.zeros((n_states, n_states, n_actions))
+                 rng: np.random.Generator | None = None, q_init: float = 0.0):
+        if not np.isfinite(q_init):
+            raise ValueError(f"q_init must be finite, got {q_init!r}")
+        self.q = np.full((n_states, n_states, n_actions), float(q_init))
         self.alpha, self.gamma, self.her_k = float(alpha), float(gamma), int(her_k)
         self.n_actions = n_actions
         self.rng = rng if rng is not None else np.random.default_rng()
@@ -120,13 +127,19 @@ class GoalQ:
 
 
 class FlatHER:
-    """Flat goal-conditioned agent: :class:`GoalQ` with HER on the maze's final goal, epsilon-greedy."""
+    """Flat goal-conditioned agent: :class:`GoalQ` with HER on the maze's final goal, epsilon-greedy.
+
+    ``q_init=0`` (the default) is the usual pessimistic start: tabular HER does not generalise
+    across goals, so until the agent once stands on the final goal it walks at random.
+    ``q_init=1`` starts optimistic, as SSE's high level does; with ``her_k=0`` the agent is plain
+    flat tabular Q-learning on the final goal.
+    """
 
     def __init__(self, env: GridMaze, eps: float = 0.2, alpha: float = 0.5, gamma: float = 0.95, her_k: int = 4,
-                 seed: int = 0):
+                 seed: int = 0, q_init: float = 0.0):
         self.env, self.eps = env, float(eps)
         self.rng = np.random.default_rng(seed)
-        self.low = GoalQ(env.n, env.n_actions, alpha, gamma, her_k, self.rng)
+        self.low = GoalQ(env.n, env.n_actions, alpha, gamma, her_k, self.rng, q_init=q_init)
         self.seed = int(seed)
         self.episode_success: list = []
 
@@ -162,18 +175,21 @@ class SSEAgent:
     decisions), ``eps`` (epsilon of the exploit policy and the low level), ``q_init`` (optimistic
     initial high-level value), ``gamma_h`` (high-level discount per decision), ``c_dist``,
     ``fail_count`` (planner), ``waypoint_steps``, ``subgoal_steps`` (execution limits),
-    ``batch``/``updates`` (high-level replay updates after each episode).
+    ``batch``/``updates`` (high-level replay updates after each episode),
+    ``delete_failed_waypoints`` (the official code's per-step deletion of a waypoint that timed out).
     """
 
     def __init__(self, env: GridMaze, mode: str = "fer", radius: int = 3, eta: float = 0.3, eps: float = 0.2,
                  q_init: float = 1.0, alpha_h: float = 0.2, gamma_h: float = 0.95, c_dist: float = 10.0,
                  fail_count: int = 3, waypoint_steps: int = 4, subgoal_steps: int = 50, batch: int = 32,
-                 updates: int = 4, alpha: float = 0.5, gamma: float = 0.95, her_k: int = 4, seed: int = 0):
+                 updates: int = 4, alpha: float = 0.5, gamma: float = 0.95, her_k: int = 4, seed: int = 0,
+                 delete_failed_waypoints: bool = False):
         if not 0.0 <= eta <= 1.0:
             raise ValueError(f"eta must lie in [0, 1], got {eta}")
         if radius < 1:
             raise ValueError(f"radius must be >= 1, got {radius}")
         self.env, self.mode, self.eta, self.eps = env, mode, float(eta), float(eps)
+        self.delete_failed_waypoints = bool(delete_failed_waypoints)
         self.seed = int(seed)
         self.rng = np.random.default_rng(seed)
         self.buffer = FrontierReplayBuffer(mode=mode, rng=self.rng)
@@ -236,6 +252,7 @@ class SSEAgent:
         if subgoal == s:                      # nothing to execute: counts as a failed step
             return False, 0.0, s, t, False, None, 0.0, None
         path = self.planner.shortest_path(s, subgoal)[1:]
+        deleted: set = set()                  # waypoints that timed out during this step (official: deleted_node)
         reward, steps, chase = 0.0, 0, 0
         last_wp, wp_reward, wp_state = None, 0.0, None
         while path:
@@ -253,7 +270,9 @@ class SSEAgent:
             elif chase >= self.waypoint_steps:
                 if train:
                     self.planner.record(wp, False)
-                path, chase = self.planner.shortest_path(s, subgoal)[1:], 0
+                    if self.delete_failed_waypoints:
+                        deleted.add(wp)
+                path, chase = self.planner.shortest_path(s, subgoal, deleted=deleted)[1:], 0
             if te or tr or steps >= self.subgoal_steps:
                 break
         reached = s == subgoal

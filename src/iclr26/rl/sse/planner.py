@@ -12,8 +12,10 @@ how often it got there (``successes``). Path refinement (Sec. 3, "Path refinemen
     fail_ratio(v) = (attempts(v) - successes(v)) / attempts(v)   (0 before any attempt),
 
 and a node tried more than ``fail_count`` times without a single success is disconnected
-(entering it costs ``disconnect_cost``), as in the official code's ``disconnected`` list. Paths
-are Dijkstra shortest paths under ``d~``.
+(entering it costs ``disconnect_cost``), as in the official code's ``disconnected`` list. A
+waypoint that fails during a high-level step is also *deleted* for the rest of that step (entering
+it costs ``disconnect_cost`` when re-planning; official code ``deleted_node``). Paths are Dijkstra
+shortest paths under ``d~``.
 """
 from __future__ import annotations
 
@@ -71,9 +73,11 @@ class FailureAwareGraphPlanner:
     def disconnected(self, v: int) -> bool:
         return bool(self.successes[v] == 0 and self.attempts[v] > self.fail_count)
 
-    def edge_cost(self, u: int, v: int) -> float:
-        """``d~(u -> v)`` for grid neighbours ``u``, ``v`` (base length 1)."""
-        if self.disconnected(v):
+    def edge_cost(self, u: int, v: int, deleted=()) -> float:
+        """``d~(u -> v)`` for grid neighbours ``u``, ``v`` (base length 1); entering a node in
+        ``deleted`` (waypoints that failed during the current high-level step) or a disconnected
+        node costs ``disconnect_cost``."""
+        if v in deleted or self.disconnected(v):
             return self.disconnect_cost
         return max(1.0, self.c_dist * self.fail_ratio(v))
 
@@ -87,16 +91,18 @@ class FailureAwareGraphPlanner:
         self._check(start=start)
         return self._dijkstra(start, -1)[0]
 
-    def shortest_path(self, start: int, goal: int) -> list[int]:
-        """Dijkstra under ``d~``: the node list from ``start`` to ``goal``, both included."""
+    def shortest_path(self, start: int, goal: int, deleted=()) -> list[int]:
+        """Dijkstra under ``d~``: the node list from ``start`` to ``goal``, both included.
+        ``deleted``: nodes whose entry costs ``disconnect_cost`` for this query (the official
+        code's ``deleted_node``: waypoints that failed during the current high-level step)."""
         self._check(start=start, goal=goal)
-        prev = self._dijkstra(start, goal)[1]
+        prev = self._dijkstra(start, goal, deleted)[1]
         path = [int(goal)]
         while path[-1] != start:
             path.append(int(prev[path[-1]]))
         return path[::-1]
 
-    def _dijkstra(self, start: int, goal: int):
+    def _dijkstra(self, start: int, goal: int, deleted=()):
         dist = np.full(self.n, np.inf)
         prev = np.full(self.n, -1)
         dist[start] = 0.0
@@ -108,7 +114,7 @@ class FailureAwareGraphPlanner:
             if d > dist[u]:
                 continue
             for v in self.neighbours(u):
-                nd = d + self.edge_cost(u, v)
+                nd = d + self.edge_cost(u, v, deleted)
                 if nd < dist[v]:
                     dist[v], prev[v] = nd, u
                     heapq.heappush(heap, (nd, v))
