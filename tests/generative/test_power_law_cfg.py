@@ -118,13 +118,14 @@ def test_exact_mixture_artifacts_and_the_power_law_effect():
     """The exact two-Gaussian model: CFG overshoots and shrinks, less in higher d; PL overshoots less."""
     from iclr26.generative.power_law_cfg.experiment import gmm_artifacts, loglog_slope
 
-    o1, s1 = gmm_artifacts(1, 3000, 40, D.ClassifierFreeGuidance(1.0), 0)
-    o16, s16 = gmm_artifacts(16, 3000, 40, D.ClassifierFreeGuidance(1.0), 0)
-    p1, q1 = gmm_artifacts(1, 3000, 40, PowerLawGuidance(1.0, 0.9), 0)
+    o1, s1, n1 = gmm_artifacts(1, 3000, 40, D.ClassifierFreeGuidance(1.0), 0)
+    o16, s16, _ = gmm_artifacts(16, 3000, 40, D.ClassifierFreeGuidance(1.0), 0)
+    p1, q1, m1 = gmm_artifacts(1, 3000, 40, PowerLawGuidance(1.0, 0.9), 0)
     assert o1 > 0.3 and s1 > 0.2 and o16 < o1 / 2 and s16 < s1 / 2
     assert p1 < 0.8 * o1
-    z, zs = gmm_artifacts(4, 2000, 30, D.ClassifierFreeGuidance(0.0), 0)
-    assert z == pytest.approx(0.0, abs=1e-9) and zs == pytest.approx(0.0, abs=1e-9)
+    assert 0.3 * n1 < m1 < 0.8 * n1           # at the same omega the power law guides less here
+    z, zs, zn = gmm_artifacts(4, 2000, 30, D.ClassifierFreeGuidance(0.0), 0)
+    assert z == pytest.approx(0.0, abs=1e-9) and zs == pytest.approx(0.0, abs=1e-9) and zn == 0.0
     assert loglog_slope([1, 4, 16], [1.0, 0.5, 0.25]) == pytest.approx(-0.5)
 
 
@@ -165,3 +166,92 @@ def test_score_scale_takes_the_predictions_dtype():
     c = torch.full((4, 1, 1), 2.0, dtype=torch.float64)
     out = power_law_guidance(pc.float(), pu.float(), 1.0, 0.9, score_scale=c)
     assert out.dtype == torch.float32
+
+
+@pytest.mark.parametrize("scale", [-1.0, -1e-3, float("nan"), float("inf"), -float("inf")])
+def test_bad_score_scale_is_rejected_not_switched_off(scale):
+    # a negative scale used to give NaN factors that the guard replaced by 0: no guidance at all
+    pc, pu = _pair(7)
+    with pytest.raises(ValueError, match=r"score_scale must be finite and >= 0"):
+        power_law_guidance(pc, pu, 1.0, 0.9, score_scale=scale)
+    with pytest.raises(ValueError, match=r"score_scale must be finite and >= 0"):
+        PowerLawGuidance(1.0, 0.9)(pc, pu, scale)
+    # one bad entry of a per-sample scale is enough
+    cs = torch.tensor([1.0, 2.0, scale, 4.0], dtype=torch.float64).view(-1, 1, 1)
+    with pytest.raises(ValueError, match=r"score_scale must be finite and >= 0"):
+        nonlinear_guidance(pc, pu, lambda s: s, cs)
+
+
+def test_zero_score_scale_and_zero_difference_are_the_only_zero_guidance_cases():
+    pc, pu = _pair(8)
+    # score_scale = 0 (t = 1 on the flow path): |dS| = 0; phi(0) is 0 for alpha > 0, omega for
+    # alpha = 0 (CFG, kept) and infinite for alpha < 0 (the limit 0)
+    torch.testing.assert_close(power_law_guidance(pc, pu, 2.0, -0.5, score_scale=0.0), pc)
+    torch.testing.assert_close(power_law_guidance(pc, pu, 2.0, 0.9, score_scale=0.0), pc)
+    torch.testing.assert_close(power_law_guidance(pc, pu, 2.0, 0.0, score_scale=0.0), pc + 2.0 * (pc - pu))
+    # only the rows with dS = 0 are zeroed; the others keep phi(|dS|) with alpha < 0
+    pu2 = pu.clone()
+    pu2[1] = pc[1]
+    out = power_law_guidance(pc, pu2, 2.0, -0.5)
+    torch.testing.assert_close(out[1], pc[1])
+    d0 = pc[0] - pu2[0]
+    torch.testing.assert_close(out[0], pc[0] + 2.0 * d0.norm() ** -0.5 * d0)
+    # a factor that is non-finite at a non-zero |dS| is an error, not silently "no guidance"
+    with pytest.raises(ValueError, match="non-finite guidance factor at a non-zero"):
+        nonlinear_guidance(pc, pu, lambda s: torch.full_like(s, float("inf")))
+    with pytest.raises(ValueError, match="non-finite guidance factor at a non-zero"):
+        nonlinear_guidance(pc, pu, lambda s: torch.full_like(s, float("nan")))
+    bad = pc.clone()
+    bad[0, 0, 0] = float("nan")
+    with pytest.raises(ValueError, match="non-finite"):
+        power_law_guidance(bad, pu, 1.0, 0.9)
+
+
+def test_flow_score_scale_convention_t0_is_data():
+    """On x_t = (1 - t) x_0 + t eps (t = 0 the data), S_c - S_u = -(1 - t)/t (v_c - v_u) for the exact
+    mixture: the factor the sampler passes is the right one for this convention."""
+    g = D.GaussianMixture([[1.5, 0.0], [-1.0, 0.5]], std=0.7)
+    m = D.ExactMixtureModel(g, "flow")
+    x = torch.randn(50, 2, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    for t in (0.2, 0.5, 0.9):
+        tt = torch.full((50,), t, dtype=torch.float64)
+        vc = m(x, tt, torch.zeros(50, dtype=torch.long))
+        vu = m(x, tt, torch.full((50,), 2, dtype=torch.long))
+        mix = g.noised(1.0 - t, t)
+        ds = mix.score(x.numpy(), 0) - mix.score(x.numpy(), None)
+        c = float(D.score_scale(torch.tensor(t), "flow"))
+        assert c == pytest.approx((1.0 - t) / t, rel=1e-6)
+        np.testing.assert_allclose(-c * (vc - vu).numpy(), ds, rtol=1e-5, atol=1e-8)
+        # the other convention's factor t / (1 - t) is wrong here (they agree only at t = 1/2)
+        assert t == 0.5 or not np.allclose(-(t / (1.0 - t)) * (vc - vu).numpy(), ds, rtol=1e-3)
+
+
+def test_matched_cfg_arm_matches_the_mean_guidance_norm():
+    from iclr26.generative.power_law_cfg.experiment import _NormRecorder, _gmm_sample, matched_cfg_omega
+
+    rec = _NormRecorder(PowerLawGuidance(1.0, 0.9))
+    _gmm_sample(1, 2000, 30, rec, 5)
+    w = matched_cfg_omega(1, 2000, 30, rec.mean_norm(), 5)
+    assert 0.3 < w < 0.8                                     # the power law is the weaker rule here
+    chk = _NormRecorder(D.ClassifierFreeGuidance(w))
+    _gmm_sample(1, 2000, 30, chk, 5)
+    assert chk.mean_norm() == pytest.approx(rec.mean_norm(), rel=0.02)
+    # the recorder passes the guided prediction through and records score units
+    pc, pu = _pair(9)
+    r = _NormRecorder(D.ClassifierFreeGuidance(2.0))
+    c = torch.full((4, 1, 1), 3.0, dtype=torch.float64)
+    torch.testing.assert_close(r(pc, pu, c), pc + 2.0 * (pc - pu))
+    assert r.mean_norm() == pytest.approx(float((3.0 * 2.0 * (pc - pu)).reshape(4, -1).norm(dim=1).mean()))
+
+
+def test_smoke_run_has_the_matched_arm():
+    from iclr26.generative.power_law_cfg.experiment import run
+
+    out = run("smoke", 0)
+    m = out["metrics"]
+    assert set(m["log_overshoot"]) == {"cfg", "pl", "cfg_matched"}
+    assert set(m["log_shrinkage"]) == {"cfg", "pl", "cfg_matched"}
+    art = out["info"]["artifacts"]
+    for a, b in zip(art["pl"]["norm"], art["cfg_matched"]["norm"]):
+        assert b == pytest.approx(a, rel=0.05)
+    assert all(0.2 < w < 1.0 for w in out["info"]["matched_omega"])

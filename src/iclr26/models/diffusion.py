@@ -34,10 +34,10 @@ is an affine function of the prediction, ``grad log p_t(x) = -(x * b + c * pred)
 ``c = (1 - t) / t`` for ``"flow"``, so that ``score_cond - score_uncond = -c (pred_cond -
 pred_uncond)``.
 
-``diffusers`` is not installed in this environment; the samplers are written here (DDIM with
-``eta`` and the flow Euler step are the updates of diffusers' ``DDIMScheduler`` and
-``FlowMatchEulerDiscreteScheduler``), and the guidance callables take the arguments a diffusers
-pipeline has at hand (the two predictions and the noise level).
+``diffusers`` comes with the ``generative`` extra, but these samplers do not need it: they are
+written here (DDIM with ``eta`` and the flow Euler step are the updates of diffusers'
+``DDIMScheduler`` and ``FlowMatchEulerDiscreteScheduler``), and the guidance callables take the
+arguments a diffusers pipeline has at hand (the two predictions and the noise level).
 """
 from __future__ import annotations
 

@@ -17,6 +17,13 @@ exact for every ``d``. Each arm uses the same noise as the unguided sampler (``n
 Comparing with the unguided sampler on the same noise removes the discretisation error of the
 sampler itself (about 1-3 % of the variance at this number of steps).
 
+At the same nominal ``omega`` the power-law rule guides less than CFG wherever ``|dS| < 1`` (its
+factor is ``omega |dS|^0.9``), so a third arm, ``cfg_matched``, is CFG at matched effective
+strength: for each ``d`` its ``omega`` is set on a separate noise draw so that CFG's mean guidance
+norm (``|S^rule - S(x, c)|`` in score units, averaged over samples and steps along each rule's own
+trajectory) equals the power-law rule's; the achieved norms on the evaluation draw are in
+``info["artifacts"][arm]["norm"]``.
+
 **Learned check**: a class-conditional rectified-flow MLP trained on the 8x8 digits (train split,
 10 % label dropout), sampled with 25 Euler steps. For CFG and power-law guidance the guidance
 strength ``omega`` is chosen on a grid by the Frechet distance to the validation split (features
@@ -50,17 +57,49 @@ SEEDS = {"smoke": 1, "quick": 6, "paper": 10}
 ROBUST_FACTOR = 4.0
 
 
-def gmm_artifacts(d, n, steps, guidance, seed):
-    """(overshoot, shrinkage) of ``guidance`` against the unguided sampler on the same noise."""
+class _NormRecorder:
+    """Wraps a guidance callable and records the mean norm of its guidance term in score units,
+    ``score_scale * |guided - pred_cond|``, over the samples of each step."""
+
+    def __init__(self, guidance):
+        self.guidance, self.norms = guidance, []
+
+    def __call__(self, pred_cond, pred_uncond, score_scale):
+        out = self.guidance(pred_cond, pred_uncond, score_scale)
+        g = (out - pred_cond).reshape(len(out), -1).norm(dim=1) * score_scale.reshape(-1)
+        self.norms.append(float(g.mean()))
+        return out
+
+    def mean_norm(self):
+        return float(np.mean(self.norms))
+
+
+def _gmm_sample(d, n, steps, guidance, seed):
     g = D.GaussianMixture([[np.sqrt(d)], [-np.sqrt(d)]], 1.0)
     model = D.ExactMixtureModel(g, "eps")
+    gen = torch.Generator().manual_seed(seed)
     y = torch.zeros(n, dtype=torch.long)
-    out = []
-    for gd in (None, guidance):
-        gen = torch.Generator().manual_seed(seed)
-        out.append(D.sample(model, y, (1,), "eps", steps=steps, eta=1.0, guidance=gd, generator=gen).numpy()[:, 0])
-    base, x = out
-    return float(x.mean() - base.mean()), float(1.0 - x.var() / base.var())
+    return D.sample(model, y, (1,), "eps", steps=steps, eta=1.0, guidance=guidance, generator=gen).numpy()[:, 0]
+
+
+def gmm_artifacts(d, n, steps, guidance, seed, base=None):
+    """(overshoot, shrinkage, mean guidance norm) of ``guidance`` against the unguided sampler on
+    the same noise (``base``: those unguided samples, when already drawn)."""
+    base = _gmm_sample(d, n, steps, None, seed) if base is None else base
+    rec = _NormRecorder(guidance)
+    x = _gmm_sample(d, n, steps, rec, seed)
+    return float(x.mean() - base.mean()), float(1.0 - x.var() / base.var()), rec.mean_norm()
+
+
+def matched_cfg_omega(d, n, steps, target_norm, seed, iters=4, omega=1.0):
+    """The CFG ``omega`` whose mean guidance norm (score units, along CFG's own trajectory) equals
+    ``target_norm`` on the noise of ``seed``: the norm is close to linear in ``omega``, so the
+    ratio update ``omega <- omega * target / norm(omega)`` converges in a few steps."""
+    for _ in range(iters):
+        rec = _NormRecorder(D.ClassifierFreeGuidance(omega))
+        _gmm_sample(d, n, steps, rec, seed)
+        omega *= target_norm / rec.mean_norm()
+    return float(omega)
 
 
 def loglog_slope(d, v):
@@ -79,13 +118,24 @@ def run(scale: str, seed: int) -> dict:
     seed_everything(seed)
     t0 = time.perf_counter()
     dims = np.array(cfg["dims"], float)
-    art = {a: {"overshoot": [], "shrinkage": []} for a in ("cfg", "pl")}
+    art = {a: {"overshoot": [], "shrinkage": [], "norm": []} for a in ("cfg", "pl", "cfg_matched")}
+    matched_omega = []
     for i, d in enumerate(cfg["dims"]):
+        ev_seed, cal_seed = 1000 * seed + i, 1000 * seed + 500 + i
+        base = _gmm_sample(d, cfg["n"], cfg["steps"], None, ev_seed)
+        # matched effective strength: omega for CFG chosen on a separate noise draw so that CFG's
+        # mean guidance norm equals the power-law rule's there
+        pl_cal = _NormRecorder(PowerLawGuidance(cfg["omega"], cfg["alpha"]))
+        _gmm_sample(d, cfg["n"], cfg["steps"], pl_cal, cal_seed)
+        w = matched_cfg_omega(d, cfg["n"], cfg["steps"], pl_cal.mean_norm(), cal_seed, omega=cfg["omega"])
+        matched_omega.append(w)
         for arm, gd in (("cfg", D.ClassifierFreeGuidance(cfg["omega"])),
-                        ("pl", PowerLawGuidance(cfg["omega"], cfg["alpha"]))):
-            o, s = gmm_artifacts(d, cfg["n"], cfg["steps"], gd, 1000 * seed + i)
+                        ("pl", PowerLawGuidance(cfg["omega"], cfg["alpha"])),
+                        ("cfg_matched", D.ClassifierFreeGuidance(w))):
+            o, s, nrm = gmm_artifacts(d, cfg["n"], cfg["steps"], gd, ev_seed, base=base)
             art[arm]["overshoot"].append(o)
             art[arm]["shrinkage"].append(s)
+            art[arm]["norm"].append(nrm)
     t_gmm = time.perf_counter() - t0
 
     # ---- learned check
@@ -126,7 +176,7 @@ def run(scale: str, seed: int) -> dict:
             "log_fd": {a: float(np.log(v)) for a, v in test_fd.items()},
             "log_fd_degradation": {a: float(np.log(robust_fd[a] / test_fd[a])) for a in makers},
         },
-        "info": {"dims": list(cfg["dims"]), "artifacts": art, "best_omega": best, "grid": list(cfg["grid"]),
+        "info": {"dims": list(cfg["dims"]), "artifacts": art, "matched_omega": matched_omega, "best_omega": best, "grid": list(cfg["grid"]),
                  "val_fd": val_curves, "test_fd": test_fd, "robust_fd": robust_fd,
                  "seconds_gmm": t_gmm, "seconds": time.perf_counter() - t0},
     }

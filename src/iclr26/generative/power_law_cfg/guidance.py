@@ -17,6 +17,17 @@ score at a given ``x_t``, ``S = -(b x_t + c pred)``, so a rule on scores is the 
 predictions once the norm is converted: ``|dS| = c |pred_c - pred_u|`` with ``c = 1 / sigma_t`` for
 ``eps`` and ``c = (1 - t) / t`` for rectified-flow velocities (the ``score_scale`` that
 :func:`iclr26.models.diffusion.sample` passes; ``c = 1`` when the predictions are scores).
+
+Time convention of the flow factor: ``t = 0`` is the data and ``t = 1`` the noise, ``x_t = (1 - t)
+x_0 + t eps`` and ``v = eps - x_0`` (diffusers' ``FlowMatchEulerDiscreteScheduler``, whose
+``sigma`` is this ``t``), so ``S = -(x_t + (1 - t) v) / t`` and ``c = (1 - t) / t``. The paper's
+theory runs its forward (Ornstein-Uhlenbeck) process from the data at ``t = 0`` as well. Under the
+other common flow convention (``t = 1`` the data, ``x_t = t x_1 + (1 - t) eps``) the same factor
+reads ``t / (1 - t)``: pass that as ``score_scale``.
+
+``score_scale`` must be finite and ``>= 0`` (a negative scale is a sign error; it used to turn the
+guidance off silently). An infinite ``phi(0)`` (``alpha < 0``) at ``|dS| = 0`` gives the term its
+limit 0 (``s phi(s) -> 0``); any other non-finite factor is an error.
 """
 from __future__ import annotations
 
@@ -51,10 +62,19 @@ def nonlinear_guidance(pred_cond, pred_uncond, phi: Callable[[torch.Tensor], tor
     factors of the same shape)."""
     _check_pair(pred_cond, pred_uncond)
     d = pred_cond - pred_uncond
-    s = torch.as_tensor(score_scale, dtype=d.dtype) * _per_sample_norm(d)
+    c = torch.as_tensor(score_scale, dtype=d.dtype)
+    if not bool(torch.isfinite(c).all()) or bool((c < 0).any()):
+        raise ValueError(f"score_scale must be finite and >= 0 (a negative scale flips the score "
+                         f"difference), got {score_scale!r}")
+    s = c * _per_sample_norm(d)
     f = phi(s)
-    # phi(0) may be infinite (alpha < 0): the family's limit s phi(s) -> 0 makes that term 0
-    return pred_cond + torch.where(torch.isfinite(f), f, torch.zeros_like(f)) * d
+    # only at |dS| = 0 may a factor be infinite (phi(0) with alpha < 0): the family's limit
+    # s phi(s) -> 0 makes that term 0 (a finite phi(0), e.g. CFG's omega, is kept)
+    f = torch.where((s == 0) & ~torch.isfinite(f), torch.zeros_like(f), f)
+    if not bool(torch.isfinite(f).all()):
+        raise ValueError("phi returned a non-finite guidance factor at a non-zero |dS| "
+                         "(non-finite predictions, or a factor that overflows)")
+    return pred_cond + f * d
 
 
 def power_law_guidance(pred_cond, pred_uncond, omega: float, alpha: float = 0.9, score_scale=1.0):
