@@ -1,8 +1,10 @@
 """Data for the CSNN experiments: the heterophilous benchmark graphs and a long-range transfer task.
 
-The graphs are read from ``../shared/data/heterophilous-graphs/`` beside the project (the files of
-yandex-research/heterophilous-graphs, Platonov et al. ICLR 2023, MIT licence) or from a directory
-the caller names; they are never copied into the project.
+The graphs are the files of yandex-research/heterophilous-graphs (Platonov et al. ICLR 2023, MIT
+licence). The six the experiment reads (texas, cornell, wisconsin, chameleon, squirrel, actor) ship
+with the package (``iclr26/data/files/heterophilous-graphs/``, with the licence and a ``SOURCE.md``);
+any of :data:`DATASETS` is also read from a directory the caller names (``root=``) holding the
+upstream ``<name>.npz`` files.
 """
 from __future__ import annotations
 
@@ -11,10 +13,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from iclr26.data.packaged import packaged_dir
+
 DATASETS = ("texas", "cornell", "wisconsin", "chameleon", "chameleon_directed", "chameleon_filtered",
             "chameleon_filtered_directed", "squirrel", "squirrel_directed", "squirrel_filtered",
             "squirrel_filtered_directed", "actor", "minesweeper", "tolokers", "texas_4_classes")
-DEFAULT_ROOT = Path(__file__).resolve().parents[4].parent / "shared" / "data" / "heterophilous-graphs"
+#: the graphs shipped with the package (the ones the experiment reads)
+DEFAULT_ROOT = packaged_dir("heterophilous-graphs")
+SHIPPED = ("texas", "cornell", "wisconsin", "chameleon", "squirrel", "actor")
 
 
 def load_heterophilous(name: str, root: str | Path | None = None, undirected: bool = True) -> dict:
@@ -23,15 +29,19 @@ def load_heterophilous(name: str, root: str | Path | None = None, undirected: bo
 
     ``undirected=True`` adds every reverse edge and drops duplicates and self-loops (the graphs are
     used undirected unless a ``_directed`` file is read with ``undirected=False``).
+
+    ``root``: a directory holding ``<name>.npz`` (the upstream files); by default the graphs shipped
+    with the package (:data:`SHIPPED`).
     """
     if name not in DATASETS:
         raise ValueError(f"unknown dataset {name!r}; available: {', '.join(DATASETS)}")
     path = Path(root if root is not None else DEFAULT_ROOT) / f"{name}.npz"
     if not path.is_file():
+        where = (f"the directory passed as root= ({path.parent})" if root is not None else
+                 f"the package's own data ({path.parent}), which ships {', '.join(SHIPPED)}")
         raise FileNotFoundError(
             f"{path} not found: the heterophilous graphs (yandex-research/heterophilous-graphs on GitHub, "
-            f"MIT) are read from ../shared/data/heterophilous-graphs/ beside the project, or from the "
-            f"directory passed as root=")
+            f"MIT) were looked for in {where}; pass root= a directory holding the upstream {name}.npz")
     z = np.load(path)
     e = torch.as_tensor(z["edges"], dtype=torch.long).t()
     N = int(z["node_labels"].shape[0])

@@ -38,7 +38,7 @@ SCALES = {
     "quick": dict(S=3, K=10, d=3, n_pairs=1000, n_val=5, n_eval=20, beta=1.0, n_three=20, n_three_pairs=600,
                   lambda_grid=(0.0, 0.01, 0.1, 1.0), tau_grid=(0.03, 0.1, 0.3, 1.0)),
     # the paper's LLM run, written down (not run on CPU): AuxDPOTrainer on SmolLM2-135M + LoRA,
-    # HH-RLHF harmless-base pairs from ../shared/data/hh-rlhf, beta = 0.1 (TRL default)
+    # HH-RLHF harmless-base pairs (shipped: iclr26/data/files/hh-rlhf), beta = 0.1 (TRL default)
     "paper": dict(S=3, K=10, d=3, n_pairs=1000, n_val=5, n_eval=20, beta=1.0, n_three=20, n_three_pairs=600,
                   lambda_grid=(0.0, 0.01, 0.1, 1.0), tau_grid=(0.03, 0.1, 0.3, 1.0),
                   llm=dict(model="SmolLM2-135M", lora_r=4, lora_alpha=8, beta=0.1, lambda_null=1.0,

@@ -15,8 +15,8 @@ Data (``cfg["datasets"]``):
   gives the pair (a correct answer, a wrong answer), checked against the exact gold value. The pool
   of problems and samples is drawn once (generation seed 0, cached on disk); each trial draws its
   own train / held-out split of the pool.
-* ``hh``: human preference pairs, Anthropic HH-RLHF harmless-base (read from
-  ``../shared/data/hh-rlhf/``), the prompt cut to its last ``hh_prompt_tokens`` tokens and the two
+* ``hh``: human preference pairs, Anthropic HH-RLHF harmless-base test split (shipped with the
+  package in ``iclr26/data/files/hh-rlhf/``, MIT, see its ``SOURCE.md``), the prompt cut to its last ``hh_prompt_tokens`` tokens and the two
   responses to their first ``hh_completion_tokens`` tokens.
 
 Label noise: a fraction ``p`` of the training pairs (exactly ``round(p n)``, drawn per trial) has
@@ -40,11 +40,13 @@ import numpy as np
 import torch
 
 from iclr26.common.seeding import seed_everything
+from iclr26.data.packaged import packaged_dir
 
 ARMS = ("dpo", "ti_dpo", "ti_dpo_no_triplet")
 MODEL = "smollm2-135m"
 HH_FILE = "harmless-base-test.jsonl.gz"
-DEFAULT_HH_ROOT = Path(__file__).resolve().parents[4].parent / "shared" / "data" / "hh-rlhf"
+#: the copy shipped with the package (anthropics/hh-rlhf, MIT; licence and SOURCE.md beside it)
+DEFAULT_HH_ROOT = packaged_dir("hh-rlhf")
 #: one worked example before the question (the base model's own format, no chat template)
 ONE_SHOT = "2 + 3 = 5\n"
 
@@ -70,12 +72,14 @@ SEEDS = {"smoke": 1, "quick": 3, "paper": 8}
 # ----------------------------------------------------------------------------- data
 def load_hh(root: str | os.PathLike | None = None) -> list[dict]:
     """The HH-RLHF harmless-base test pairs (``chosen`` / ``rejected`` dialogues) from ``root``
-    (default ``../shared/data/hh-rlhf`` beside the project)."""
+    (default: the copy shipped with the package, :data:`DEFAULT_HH_ROOT`)."""
     path = Path(root if root is not None else DEFAULT_HH_ROOT) / HH_FILE
     if not path.is_file():
+        where = (f"the directory passed as root= ({path.parent})" if root is not None
+                 else f"the package's own data ({path.parent})")
         raise FileNotFoundError(
-            f"{path} not found: the HH-RLHF harmless-base test split (anthropics/hh-rlhf on GitHub, MIT) is read "
-            f"from ../shared/data/hh-rlhf/ beside the project, or from the directory passed as root=")
+            f"{path} not found: the HH-RLHF harmless-base test split (anthropics/hh-rlhf on GitHub, MIT, "
+            f"harmless-base/test.jsonl.gz saved as {HH_FILE}) was looked for in {where}")
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 
