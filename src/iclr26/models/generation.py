@@ -1,5 +1,7 @@
-"""Batched text generation on top of transformers' ``generate``: left padding, KV cache, greedy or
-sampled decoding, optional per-step logits processors and per-step scores.
+"""Batched text generation: left padding, KV cache, greedy or sampled decoding, optional per-step
+logits processors and per-step scores, on transformers' ``generate`` (``engine="transformers"``, the
+default) or on the faster loop of :mod:`iclr26.models.fast_generation` (``engine="fast"``: the same
+tokens for greedy decoding, the same distribution and, seeded, the same draws for sampling).
 
 Every decoding component in the library takes the same arguments as :func:`generate`, so a method
 and its baseline differ only in the ``logits_processor`` (or sampling knobs) they pass.
@@ -10,6 +12,7 @@ import functools
 import inspect
 from typing import Sequence
 
+ENGINES = ("transformers", "fast")
 _END_OF_TURN = ("<|im_end|>", "<|endoftext|>", "<end_of_turn>", "<|eot_id|>", "<eos>")
 
 
@@ -64,6 +67,7 @@ def generate(
     batch_size: int = 8,
     return_scores: bool = False,
     return_token_ids: bool = False,
+    engine: str = "transformers",
     **generate_kwargs,
 ):
     """Generate a completion for each prompt (prompts are used verbatim: apply a chat template first;
@@ -75,6 +79,13 @@ def generate(
     seeds torch's global generator once before the first batch, so a call is reproducible.
     ``logits_processor`` (a transformers ``LogitsProcessor`` or list) runs at every step after the
     built-in ones. Extra keyword arguments go to ``model.generate`` (e.g. ``min_new_tokens``).
+
+    ``engine="fast"`` decodes with :func:`iclr26.models.fast_generation.decode` instead of
+    ``model.generate``: for Llama/Qwen2 models without hooks a compact forward with a preallocated KV
+    cache (logits equal to transformers'), for any other model (or one with forward hooks, e.g.
+    steering) the model's own forward with a ``DynamicCache`` and the inputs ``generate`` would give it.
+    Requests it cannot reproduce (extra ``generate`` keywords other than ``min_new_tokens``, a model
+    generation config that turns on other processors) fall back to ``model.generate``.
 
     Returns the decoded completions (special tokens removed, prompt excluded). With
     ``return_scores=True`` returns ``(completions, scores)`` where ``scores[i]`` is a float tensor
@@ -94,6 +105,8 @@ def generate(
         raise ValueError(f"max_new_tokens must be a positive integer, got {max_new_tokens!r}")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
     if do_sample:
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0 when sampling, got {temperature!r}")
@@ -117,10 +130,16 @@ def generate(
     )
     if do_sample:
         gen_cfg.update(temperature=float(temperature), top_p=float(top_p), top_k=0)
-    gen_cfg.update({k: generate_kwargs.pop(k) for k in list(generate_kwargs) if hasattr(GenerationConfig(), k)})
+    config_keys = {k for k in generate_kwargs if hasattr(GenerationConfig(), k)}
+    gen_cfg.update({k: generate_kwargs.pop(k) for k in config_keys})
     config = GenerationConfig(**gen_cfg)
     processors = _as_processor_list(logits_processor)
     device = next(model.parameters()).device
+    fast = engine == "fast"
+    if fast:
+        from .fast_generation import decode, fast_supported
+
+        fast = fast_supported(model, config, config_keys, generate_kwargs)
 
     old_side = getattr(tokenizer, "padding_side", "right")
     tokenizer.padding_side = "left"
@@ -134,14 +153,31 @@ def generate(
             chunk = prompts[start : start + batch_size]
             enc = tokenizer(chunk, return_tensors="pt", padding=True, add_special_tokens=False)
             enc = {k: v.to(device) for k, v in enc.items() if k in ("input_ids", "attention_mask")}
-            with torch.no_grad():
-                out = model.generate(
-                    **enc,
-                    generation_config=config,
-                    logits_processor=processors,
-                    **generate_kwargs,
+            if "attention_mask" not in enc:
+                enc["attention_mask"] = torch.ones_like(enc["input_ids"])
+            lengths = enc["attention_mask"].sum(-1).tolist() if enc["input_ids"].shape[1] else [0] * len(chunk)
+            for j, n_tok in enumerate(lengths):
+                if n_tok == 0:
+                    raise ValueError(
+                        f"prompt {start + j} ({chunk[j]!r}) is empty: it tokenizes to no tokens, so there is "
+                        "nothing to condition on; give every prompt at least one token (e.g. a BOS or a chat template)"
+                    )
+            if fast:
+                new, step_scores = decode(
+                    model, enc["input_ids"], enc["attention_mask"], max_new_tokens, do_sample=bool(do_sample),
+                    temperature=float(temperature), top_p=float(top_p), logits_processor=processors,
+                    stop_ids=stops, pad_id=pad_id, min_new_tokens=int(config.min_new_tokens or 0),
+                    return_scores=bool(return_scores),
                 )
-            new = out.sequences[:, enc["input_ids"].shape[1] :]
+            else:
+                with torch.no_grad():
+                    out = model.generate(
+                        **enc,
+                        generation_config=config,
+                        logits_processor=processors,
+                        **generate_kwargs,
+                    )
+                new, step_scores = out.sequences[:, enc["input_ids"].shape[1] :], out.scores
             for i in range(new.shape[0]):
                 ids = new[i].tolist()
                 n = len(ids)
@@ -153,7 +189,7 @@ def generate(
                 if return_token_ids:
                     all_ids.append(ids[:n])
                 if return_scores:
-                    all_scores.append(torch.stack([s[i] for s in out.scores[:n]]).float().cpu())
+                    all_scores.append(torch.stack([s[i] for s in step_scores[:n]]).float().cpu())
     finally:
         tokenizer.padding_side = old_side
         model.train(was_training)
