@@ -122,9 +122,15 @@ def test_resampling_stays_within_chains():
     (dict(generative_experts=[]), ValueError, "at least one generative expert"),
     (dict(generative_experts=["x"]), TypeError, "FlowExpert instances"),
     (dict(discriminative_experts=[lambda x: x]), TypeError, "RewardExpert instances"),
-    (dict(n_particles=0), ValueError, "n_particles >= 1"),
-    (dict(n_steps=0), ValueError, "n_steps >= 1"),
-    (dict(langevin_steps=-1), ValueError, "langevin_steps >= 0"),
+    (dict(n_particles=0), ValueError, "n_particles must be >= 1, got 0"),
+    (dict(n_steps=0), ValueError, "n_steps must be >= 1, got 0"),
+    (dict(langevin_steps=-1), ValueError, "langevin_steps must be >= 0, got -1"),
+    (dict(n_particles=2.5), TypeError, r"n_particles must be an integer, got 2.5"),
+    (dict(n_particles=16.0), TypeError, r"n_particles must be an integer, got 16.0"),
+    (dict(n_particles=True), TypeError, r"n_particles must be an integer, got True"),
+    (dict(n_steps=10.5), TypeError, r"n_steps must be an integer"),
+    (dict(langevin_steps=1.5), TypeError, r"langevin_steps must be an integer"),
+    (dict(resample=1), TypeError, r"resample must be a bool, got 1"),
     (dict(step_size=0.0), ValueError, "step_size must be > 0"),
     (dict(t_min=0.5, t_max=0.4), ValueError, "0 < t_min < t_max < 1"),
     (dict(t_max=1.0), ValueError, "t_max=1.0"),
@@ -141,8 +147,13 @@ def test_sample_rejections_and_defaults():
     s = ProductOfExpertsSampler([gauss_expert([0.0], 1.0)])
     assert (s.n_particles, s.n_steps, s.langevin_steps, s.step_size, s.t_max, s.t_min, s.select, s.resample) == \
         (8, 50, 2, 0.1, 0.98, 0.02, "weighted", True)
-    with pytest.raises(ValueError, match="n_chains and dim must be >= 1"):
+    with pytest.raises(ValueError, match="n_chains must be >= 1, got 0"):
         s.sample(0, 1)
+    with pytest.raises(ValueError, match="dim must be >= 1, got 0"):
+        s.sample(1, 0)
+    with pytest.raises(TypeError, match="n_chains must be an integer, got 2.5"):
+        s.sample(2.5, 1)
+    assert ProductOfExpertsSampler([gauss_expert([0.0], 1.0)], n_particles=np.int64(3)).n_particles == 3
     x, _ = s.sample(3, 2, dtype=torch.float32)
     assert x.shape == (3, 2) and x.dtype == torch.float32
 
@@ -219,3 +230,88 @@ def test_dtypes_and_reproducible_resampling():
     assert torch.equal(a, b)
     c = s8._resample(logw, 5, torch.Generator().manual_seed(2))
     assert not torch.equal(a, c)
+
+
+def _upper(x):
+    return (x[:, 1] > 0).double()
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_nan_or_plus_inf_rewards_raise(bad):
+    e = RewardExpert(lambda z: torch.full((len(z),), bad, dtype=z.dtype))
+    with pytest.raises(ValueError, match="NaN log-weights" if bad != bad else r"\+inf"):
+        e.log_weight(torch.zeros(3, 2, dtype=torch.float64))
+    s = ProductOfExpertsSampler([gauss_expert([0.0, 0.0], 1.0)], [e], n_particles=4, n_steps=3)
+    with pytest.raises(ValueError):
+        s.sample(2, 2, generator=torch.Generator().manual_seed(0))
+
+
+def test_all_minus_inf_rewards_raise_and_hard_constraints_work():
+    never = RewardExpert(lambda z: torch.full((len(z),), -float("inf"), dtype=z.dtype))
+    for kw in (dict(), dict(resample=False), dict(select="best")):
+        s = ProductOfExpertsSampler([gauss_expert([0.0, 0.0], 1.0)], [never], n_particles=4, n_steps=3, **kw)
+        with pytest.raises(ValueError, match="every particle of chain 0 has log-weight -inf"):
+            s.sample(2, 2, generator=torch.Generator().manual_seed(0))
+    # a hard constraint (-inf outside the upper half-plane) is a valid expert: the outputs obey it
+    hard = RewardExpert(lambda z: torch.where(z[:, 1] > 0, 0.0, -float("inf")).to(z.dtype))
+    s = ProductOfExpertsSampler([gauss_expert([0.0, 0.0], 1.0)], [hard], n_particles=16, n_steps=20,
+                                langevin_steps=0)
+    x, _ = s.sample(200, 2, generator=torch.Generator().manual_seed(1))
+    assert bool((x[:, 1] > 0).double().mean() > 0.95)
+    # weight 0 switches an expert off, even with -inf rewards (no 0 * inf = NaN)
+    torch.testing.assert_close(RewardExpert(never.reward_fn, weight=0.0).log_weight(torch.zeros(3, 2)), torch.zeros(3))
+
+
+def test_chain_weight_check():
+    from iclr26.generative.poe_sampler.sampler import _check_chain_weights
+    ok = torch.tensor([[0.0, -float("inf")], [-1.0, 2.0]])
+    assert _check_chain_weights(ok) is ok
+    with pytest.raises(ValueError, match="NaN importance log-weights"):
+        _check_chain_weights(torch.tensor([[0.0, float("nan")]]))
+    with pytest.raises(ValueError, match="every particle of chain 1 has log-weight -inf"):
+        _check_chain_weights(torch.tensor([[0.0, 1.0], [-float("inf"), -float("inf")]]))
+
+
+def test_first_resampling_uses_the_full_reward():
+    """The weights telescope to exp(r(x0_hat)) at the last step: with one annealing step the only
+    resampling uses the reward itself (not r - r at t_max), so a steep reward is obeyed."""
+    seen = []
+
+    def reward(z):
+        seen.append(z.clone())
+        return 50.0 * (z[:, 0] > 0).double()
+    s = ProductOfExpertsSampler([gauss_expert([0.0], 1.0)], [RewardExpert(reward)], n_particles=32, n_steps=1,
+                                langevin_steps=0, t_max=0.5, t_min=0.4)
+    x, info = s.sample(100, 1, generator=torch.Generator().manual_seed(0))
+    assert info["n_resample"] == 1
+    assert bool((x[:, 0] > 0).all())
+    assert len(seen) == 2          # the resampling at t_min and the final weights: none at t_max
+
+
+def test_final_reweighting_mode_applies_weights_only_at_the_end():
+    calls = []
+    s = ProductOfExpertsSampler([gauss_expert([0.0, 0.0], 1.0)], [RewardExpert(_upper, weight=3.0)],
+                                n_particles=8, n_steps=5, langevin_steps=1, resample=False)
+    x, info = s.sample(300, 2, generator=torch.Generator().manual_seed(0))
+    assert info["n_resample"] == 0
+    # the final importance weights tilt the outputs: the upper half-plane share rises from 1/2
+    # towards e^3 / (1 + e^3) = 0.95 (limited by 8 particles)
+    share = float((x[:, 1] > 0).double().mean())
+    assert 0.75 < share < 0.99
+    s1 = ProductOfExpertsSampler([gauss_expert([0.0, 0.0], 1.0)], [RewardExpert(_upper, weight=3.0)],
+                                 n_particles=1, n_steps=5, langevin_steps=1, resample=False)
+    x1, _ = s1.sample(300, 2, generator=torch.Generator().manual_seed(0))
+    assert 0.35 < float((x1[:, 1] > 0).double().mean()) < 0.65        # one particle: no tilt at all
+
+
+def test_experiment_arms_and_best_single_choice():
+    from iclr26.generative.poe_sampler.experiment import run
+    out = run("smoke", 0)
+    m = out["metrics"]["log_mmd"]
+    for arm in ("smc_L2", "smc_L4", "smc_L16", "final_weights_L16", "single1_smc_L16", "single2_smc_L16",
+                "best_single_smc_L16", "naive", "mcmc_L1", "mcmc_noreward", "expert1"):
+        assert arm in m and math.isfinite(m[arm])
+    info = out["info"]
+    assert info["best_single"] == min(info["val_mmd_single"], key=info["val_mmd_single"].get)
+    assert m["best_single_smc_L16"] == m[info["best_single"]]
+    assert math.isfinite(out["metrics"]["mmd_slope_reward_particles"]["method"])

@@ -23,6 +23,7 @@ formula gives ``x0_hat = (x + t^2 S) / (1 - t)``.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Callable, Sequence
 
 import torch
@@ -75,11 +76,19 @@ class RewardExpert:
         self.reward_fn, self.weight = reward_fn, float(weight)
 
     def log_weight(self, x0):
+        """``weight * r(x0)``; ``-inf`` (a hard constraint) is allowed, NaN and ``+inf`` are errors."""
         with torch.no_grad():
             r = torch.as_tensor(self.reward_fn(x0), dtype=x0.dtype)
         if r.shape != x0.shape[:1]:
             raise ValueError(f"reward_fn must return one value per sample, shape {tuple(x0.shape[:1])}, got {tuple(r.shape)}")
-        return self.weight * r
+        if bool(torch.isnan(r).any()):
+            raise ValueError("reward_fn returned NaN log-weights")
+        if self.weight == 0:
+            return torch.zeros_like(r)                   # 0 * (-inf) would be NaN
+        lw = self.weight * r
+        if bool((lw == float("inf")).any()):
+            raise ValueError("a discriminative expert gave a log-weight of +inf (weight * reward_fn)")
+        return lw
 
 
 class GaussianConstraintExpert(RewardExpert):
@@ -93,6 +102,25 @@ class GaussianConstraintExpert(RewardExpert):
         self.target = target
 
 
+def _check_count(name, v, lo):
+    """A whole number ``>= lo`` (a fractional count is an error, never truncated)."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+        raise TypeError(f"{name} must be an integer, got {v!r}")
+    if v < lo:
+        raise ValueError(f"{name} must be >= {lo}, got {v}")
+
+
+def _check_chain_weights(logw):
+    """``(n_chains, L)`` log-weights: NaN, or every particle of a chain at ``-inf``, is an error."""
+    if bool(torch.isnan(logw).any()):
+        raise ValueError("NaN importance log-weights (a reward of NaN, or -inf minus -inf)")
+    dead = torch.isneginf(logw).all(dim=1)
+    if bool(dead.any()):
+        raise ValueError(f"every particle of chain {int(dead.nonzero()[0, 0])} has log-weight -inf "
+                         f"(the discriminative experts rule out all of them): nothing to resample")
+    return logw
+
+
 class ProductOfExpertsSampler:
     """Annealed MCMC + SMC sampler of ``prod_i p_i(x) prod_j exp(r_j(x))``.
 
@@ -100,9 +128,16 @@ class ProductOfExpertsSampler:
     ``t_max`` to ``t_min``; ``langevin_steps`` Langevin moves per step with step
     ``step_size * t`` (shrinking with the noise level, but not as fast as its variance ``t^2``, so
     the moves still mix near ``t = 0``); ``resample`` turns the SMC
-    weighting on. With one generative expert, no discriminative one, no Langevin steps and one
-    particle the sampler is the expert's own DDIM sampler; ``langevin_steps = 0`` and
-    ``n_particles = 1`` give the naive score-sum sampler.
+    weighting on (``resample=False`` keeps the same particles and moves and applies the importance
+    weights ``exp(r(x0))`` only at the end: plain importance resampling). With one generative
+    expert, no discriminative one, no Langevin steps and one particle the sampler is the expert's
+    own DDIM sampler; ``langevin_steps = 0`` and ``n_particles = 1`` give the naive score-sum
+    sampler. With one particle no weighting can happen: the discriminative experts are ignored.
+
+    The resampling weights are incremental: the first is ``exp(r(x0_hat(t_1)))``, each later one
+    ``exp(r(x0_hat(t_k)) - r(x0_hat(t_{k-1})))``, so that they multiply to ``exp(r)`` of the last
+    predicted clean sample. Counts must be integers (a fractional count raises); a reward of NaN
+    or ``+inf``, or a chain whose particles all have log-weight ``-inf``, raises ``ValueError``.
 
     :meth:`sample` returns ``(x, info)``: one output per chain, a particle drawn by the final
     weights (``select = "weighted"``) or the particle with the largest final reward
@@ -120,15 +155,16 @@ class ProductOfExpertsSampler:
             raise TypeError("generative_experts must be FlowExpert instances")
         if not all(isinstance(e, RewardExpert) for e in self.discriminative_experts):
             raise TypeError("discriminative_experts must be RewardExpert instances")
-        if n_particles < 1 or n_steps < 1 or langevin_steps < 0:
-            raise ValueError(f"need n_particles >= 1, n_steps >= 1, langevin_steps >= 0, got "
-                             f"{n_particles}, {n_steps}, {langevin_steps}")
+        for name, v, lo in (("n_particles", n_particles, 1), ("n_steps", n_steps, 1), ("langevin_steps", langevin_steps, 0)):
+            _check_count(name, v, lo)
         if not step_size > 0:
             raise ValueError(f"step_size must be > 0, got {step_size}")
         if not 0.0 < t_min < t_max < 1.0:
             raise ValueError(f"need 0 < t_min < t_max < 1, got t_min={t_min}, t_max={t_max}")
         if select not in ("weighted", "best"):
             raise ValueError(f"select must be 'weighted' or 'best', got {select!r}")
+        if not isinstance(resample, bool):
+            raise TypeError(f"resample must be a bool, got {resample!r}")
         self.n_particles, self.n_steps, self.langevin_steps = int(n_particles), int(n_steps), int(langevin_steps)
         self.step_size, self.resample, self.t_max, self.t_min, self.select = float(step_size), bool(resample), t_max, t_min, select
 
@@ -144,19 +180,21 @@ class ProductOfExpertsSampler:
     def _resample(self, logw, n_chains, generator):
         """Multinomial resampling within each chain; returns flat indices ``(n_chains * L,)``."""
         L = self.n_particles
-        w = torch.softmax(logw.view(n_chains, L), dim=1)
+        w = torch.softmax(_check_chain_weights(logw.view(n_chains, L)), dim=1)
         idx = torch.multinomial(w, L, replacement=True, generator=generator)
         return (idx + L * torch.arange(n_chains)[:, None]).reshape(-1)
 
     @torch.no_grad()
     def sample(self, n_chains: int, dim: int, generator: torch.Generator | None = None, dtype=torch.float64):
-        if n_chains < 1 or dim < 1:
-            raise ValueError(f"n_chains and dim must be >= 1, got {n_chains}, {dim}")
+        _check_count("n_chains", n_chains, 1)
+        _check_count("dim", dim, 1)
         L, M = self.n_particles, len(self.generative_experts)
         ts = torch.linspace(self.t_max, self.t_min, self.n_steps + 1, dtype=torch.float64).tolist()
         # the product of M standard-normal-like marginals at t ~ 1 has variance t^2 / M
         x = torch.randn((n_chains * L, dim), generator=generator, dtype=dtype) * (ts[0] / math.sqrt(M))
-        prev_r = self.log_reward(tweedie_x0(x, ts[0], self.score(x, ts[0])))
+        # the first weights are the full rewards (the initial twist), so that the product of the
+        # weights along a particle's path telescopes to exp(r(x0_hat)) at the last step
+        prev_r = torch.zeros(n_chains * L, dtype=dtype)
         n_resample = 0
         for t, tn in zip(ts[:-1], ts[1:]):
             s = self.score(x, t)
@@ -181,9 +219,9 @@ class ProductOfExpertsSampler:
         else:
             r = self.log_reward(x).view(n_chains, L)
             if self.select == "best":
-                pick = r.argmax(1)
+                pick = _check_chain_weights(r).argmax(1)
             else:
                 logw = r - prev_r.view(n_chains, L) if self.resample else r
-                pick = torch.multinomial(torch.softmax(logw, 1), 1, generator=generator)[:, 0]
+                pick = torch.multinomial(torch.softmax(_check_chain_weights(logw), 1), 1, generator=generator)[:, 0]
             out = xr[torch.arange(n_chains), pick]
         return out, {"n_resample": n_resample}
