@@ -131,35 +131,73 @@ def test_reproduce_writes_the_users_store_not_the_published_results(user_store, 
 
 def test_estimate_from_published_durations():
     from iclr26.harness.runner import Job, estimate_seconds
+    from iclr26.harness.store import CONTENTION, NOMINAL_LOAD, START_S
 
     class Ref:
-        def durations(self, paper, scale):
+        def durations(self, paper, scale, fingerprint=None):
             return {"a": [10.0, 30.0, 20.0], "b": [100.0]}.get(paper, [])
 
     jobs = [Job("a", "quick", s, "fp") for s in range(4)] + [Job("b", "quick", 0, "fp"), Job("c", "quick", 0, "fp")]
     total, per = estimate_seconds(jobs, Ref(), 2)
-    # a: median 20 s x 4, b: 100 s, c unknown: the median of the known costs (20 s); 200 s over 2 workers
+    # a: median 20 s x 4, b: 100 s, c unknown: the median of the known costs (20 s); each trial's worker
+    # also starts (START_S): 248 CPU-s. On the nominal loaded 2-core machine (one other busy process) the
+    # 2 workers get 4/3 of a core between them and every CPU second grows by CONTENTION
     assert per == {("a", "quick"): 20.0, ("b", "quick"): 100.0}
-    assert total == 100.0
-    assert estimate_seconds(jobs, Ref(), 1)[0] == 200.0
+    assert (START_S, CONTENTION, NOMINAL_LOAD) == (8.0, 1.8, 1.0)
+    assert total == pytest.approx(248 / (4 / 3) * 1.8)
+    assert estimate_seconds(jobs, Ref(), 1)[0] == pytest.approx(248 * 1.8)
+    # 8 workers for 6 trials on 2 cores: all run at once, the longest at 2/7 of a core
+    assert estimate_seconds(jobs, Ref(), 8)[0] == pytest.approx(108 * 3.5 * 1.8)
+    # at a measured load: an idle machine, and 4 other processes besides the run's 2 on 2 cores
+    assert estimate_seconds(jobs, Ref(), 2, cores=2, load=0.0)[0] == pytest.approx(124 * 1.8)
+    assert estimate_seconds(jobs, Ref(), 2, cores=2, load=4.0)[0] == pytest.approx(248 / (2 / 3) * 1.8)
+    assert estimate_seconds(jobs, Ref(), 2, cores=None)[0] == 124.0  # a cluster with a CPU per worker
     assert estimate_seconds([Job("c", "quick", 0, "fp")], Ref(), 1)[0] is None
 
 
-def test_durations_count_cpu_time_capped_by_wall_time(tmp_path):
+def test_durations_count_cpu_time_and_a_share_of_wall_time_when_it_is_unknown(tmp_path):
     """A trial measured on an overloaded machine (wall 300 s, CPU 60 s) costs its CPU time; one that
-    used several threads (wall 50 s, CPU 90 s) its wall time; one stored without CPU time the median
-    of the CPU-timed ones, or its wall time when no trial of the paper has CPU time."""
+    used several threads (wall 50 s, CPU 90 s) its CPU time too; one stored without CPU time 0.15 of
+    its wall time, and never less than the median of the CPU-timed ones; trials at the current code
+    are preferred to older ones."""
     from iclr26.harness.store import Store, Trial
 
     with Store(tmp_path / "s.sqlite") as st:
         for seed, wall, cpu in ((0, 300.0, 60.0), (1, 50.0, 90.0), (2, 40.0, None)):
             st.put_trial(Trial("crc", "quick", seed, "fp", "ok", {"metrics": {}}, None, wall, 1, "", {}, {}, 2, None, cpu))
         st.put_trial(Trial("crc", "quick", 3, "fp", "error", None, "x", 7.0, 1, "", {}, {}, 2, None, 7.0))
-        # the trial without CPU time costs the median of the CPU-timed ones (60 s and 50 s -> 60 s)
-        assert sorted(st.durations("crc", "quick")) == [50.0, 60.0, 60.0]
+        assert sorted(st.durations("crc", "quick", "fp")) == [60.0, 90.0, 90.0]
+        assert sorted(st.durations("crc", "quick")) == [60.0, 90.0, 90.0]  # no code named: the latest per seed
         assert st.durations("crc", "smoke") == []
-        st.put_trial(Trial("csnn", "quick", 0, "fp", "ok", {"metrics": {}}, None, 40.0, 1, "", {}, {}, 2, None, None))
-        assert st.durations("csnn", "quick") == [40.0]  # no CPU time anywhere: the wall time
+        st.put_trial(Trial("crc", "quick", 0, "new", "ok", {"metrics": {}}, None, 10.0, 1, "", {}, {}, 3, None, 8.0))
+        assert st.durations("crc", "quick", "new") == [8.0]  # the current code's trials only
+        assert sorted(st.durations("crc", "quick", "other")) == [8.0, 90.0, 90.0]  # none there: latest per seed
+        st.put_trial(Trial("csnn", "quick", 0, "fp", "ok", {"metrics": {}}, None, 400.0, 1, "", {}, {}, 2, None, None))
+        assert st.durations("csnn", "quick") == [60.0]  # no CPU time anywhere: WALL_ONLY_SHARE of the wall time
+
+
+#: runs measured on the project's shared 2-core machine, other test runs beside them: `iclr26 reproduce
+#: crc --scale quick --jobs 2` into an empty store took 454 s with the 1-minute load average at 8.2 on
+#: average (six readings of /proc/loadavg), and 1,087 s at 12.6 (224 readings, every 5 s); the load
+#: includes the run's own 2 workers. The issue's `reproduce cda crc --jobs 2` took 714 s on another
+#: loaded 2-core machine, compared with the nominal estimate (the README's and the report's).
+MEASURED_RUNS = [(["crc"], 454.0, 8.2 - 2), (["crc"], 1087.0, 12.6 - 2), (["cda", "crc"], 714.0, None)]
+
+
+@pytest.mark.parametrize("ids, wall, load", MEASURED_RUNS)
+def test_the_estimate_is_within_a_factor_of_two_of_measured_runs(ids, wall, load, tmp_path):
+    from iclr26.harness.runner import estimate_seconds, plan
+    from iclr26.harness.store import PUBLISHED_PATH
+
+    if not PUBLISHED_PATH.is_file():
+        pytest.skip("no published results")
+    with Store(tmp_path / "empty.sqlite") as empty, Store(PUBLISHED_PATH, readonly=True) as pub:
+        jobs, _ = plan(ids, "quick", None, empty, False)
+        if load is None:  # the nominal loaded 2-core machine, as the README and the report say
+            est = estimate_seconds(jobs, pub, 2)[0]
+        else:
+            est = estimate_seconds(jobs, pub, 2, cores=2, load=load)[0]
+    assert wall / 2 <= est <= 2 * wall, (ids, est, wall)
 
 
 # --- robust runs ------------------------------------------------------------------------------------
@@ -203,6 +241,33 @@ assert s.claim("p", "smoke", 1, "fp"); print("held", flush=True); time.sleep(60)
         holder.kill()
         holder.wait()
         assert st.claim("p", "smoke", 1, "fp")  # its holder died: the claim is taken over
+
+
+def test_a_run_that_finds_every_trial_held_says_so_and_fails(tmp_path, capsys):
+    """A second `reproduce` whose every trial is claimed by a live run must not end in an all-"not run"
+    table with exit 0: it says that another run holds them, names it, and exits non-zero."""
+    from iclr26.harness.experiments import folder_fingerprint
+    from iclr26.registry import get
+
+    db = tmp_path / "r.sqlite"
+    Store(db).close()
+    fp = folder_fingerprint(get("cpd_mrdpg"))
+    holder = subprocess.Popen([sys.executable, "-c", f"""
+import time
+from iclr26.harness.store import Store
+s = Store({str(db)!r})
+assert s.claim("cpd_mrdpg", "smoke", 0, {fp!r}); print("held", flush=True); time.sleep(120)
+"""], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        capsys.readouterr()
+        assert main(["reproduce", "cpd_mrdpg", "--scale", "smoke", "--jobs", "1", "--store", str(db)]) == 3
+        out = capsys.readouterr().out
+        assert "nothing was run by this process" in out and f"pid {holder.pid}" in out
+        assert "verdicts at scale" not in out  # no table of nothing but "not run"
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_two_runs_on_one_store_run_each_trial_once(tmp_path):
@@ -284,6 +349,61 @@ def test_bad_stores_get_one_line_errors(tmp_path, capsys):
                                                                  "--store", str(good)])
 
 
+def test_info_and_report_refuse_a_store_that_is_not_there(tmp_path, capsys, monkeypatch):
+    """A store the user named that does not exist, is a directory or sits under a file is an error
+    for `info` and `report` (exit 2, one line naming it), never a page rendered without their runs."""
+    monkeypatch.delenv("ICLR26_STORE", raising=False)
+    missing = tmp_path / "typo.sqlite"
+    folder = tmp_path / "folder.sqlite"
+    folder.mkdir()
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for store, words in ((missing, f"no store at {missing}"), (folder, "is a directory"),
+                         (afile / "s.sqlite", f"{afile} is a file, not a directory")):
+        assert words in _one_line_error(capsys, ["info", "cpd_mrdpg", "--store", str(store)])
+        assert words in _one_line_error(capsys, ["report", "--store", str(store), "--out", str(tmp_path / "site")])
+    assert not (tmp_path / "site" / "index.html").exists()
+    monkeypatch.setenv("ICLR26_STORE", str(missing))  # named through the environment: the same
+    assert "$ICLR26_STORE" in _one_line_error(capsys, ["info", "cpd_mrdpg"])
+    # the default store, never written yet, is no error: info says so
+    monkeypatch.delenv("ICLR26_STORE")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert main(["info", "cpd_mrdpg"]) == 0
+    assert "does not exist yet" in capsys.readouterr().out
+
+
+def test_reproduce_says_where_it_creates_a_new_store(tmp_path, capsys):
+    db = tmp_path / "new" / "runs.sqlite"
+    assert main(["reproduce", "cpd_mrdpg", "--scale", "smoke", "--jobs", "1", "--store", str(db)]) == 0
+    assert f"store: {db} (a new store, created now)" in capsys.readouterr().out
+    assert main(["reproduce", "cpd_mrdpg", "--scale", "smoke", "--jobs", "1", "--store", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert f"store: {db}\n" in out and "created now" not in out
+
+
+def test_a_read_only_store_error_names_the_file(tmp_path, capsys, monkeypatch):
+    db = tmp_path / "ro.sqlite"
+    Store(db).close()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if str(p) == str(db) and mode == os.W_OK else real(p, mode))
+    err = _one_line_error(capsys, ["reproduce", "cpd_mrdpg", "--scale", "smoke", "--store", str(db)])
+    assert f"the store {db} is read-only" in err
+    from iclr26.harness.store import StoreError, Trial
+
+    with Store(db, readonly=True) as st:  # a write through a read-only connection: the same words
+        with pytest.raises(StoreError, match=f"the store {db} is read-only"):
+            st.put_trial(Trial("crc", "quick", 0, "fp", "ok", {"metrics": {}}, None, 1.0, 1, "", {}, {}, 2))
+
+
+def test_the_ray_executor_without_ray_is_one_line(tmp_path, capsys, monkeypatch):
+    from iclr26.harness import ray_executor
+
+    monkeypatch.setattr(ray_executor, "ray_available", lambda: False)
+    err = _one_line_error(capsys, ["reproduce", "cpd_mrdpg", "--scale", "smoke", "--executor", "ray",
+                                   "--store", str(tmp_path / "r.sqlite")])
+    assert "needs Ray, which is not installed: pip install 'iclr26[ray]'" in err
+
+
 def test_info_and_report_read_a_read_only_store(tmp_path, capsys):
     db = tmp_path / "ro" / "r.sqlite"
     assert main(["reproduce", "cpd_mrdpg", "--scale", "smoke", "--jobs", "1", "--store", str(db)]) == 0
@@ -340,7 +460,8 @@ def test_a_store_written_before_cpu_seconds_were_recorded_opens_and_migrates(tmp
 
 
 def test_report_quick_time_counts_cpu_time_and_two_jobs(tmp_path, monkeypatch):
-    """The index shows each paper's quick time with 2 jobs from CPU seconds capped by wall time."""
+    """The index shows each paper's quick time with 2 jobs on the loaded 2-core machine, the same
+    function (store.wall_seconds) as the estimate of `reproduce`."""
     from iclr26.harness import report
     from iclr26.harness.store import Store, Trial
 
@@ -350,8 +471,9 @@ def test_report_quick_time_counts_cpu_time_and_two_jobs(tmp_path, monkeypatch):
     with Store(tmp_path / "s.sqlite") as st:
         rec = next(r for r in report.collect(st) if r["id"] == "crc")
     assert rec["runtime_s"] == 390.0 and rec["cpu_s"] is None
-    assert rec["core_s"] == 170.0 and rec["two_jobs_s"] == 85.0
+    assert rec["core_s"] == 240.0 and rec["two_jobs_s"] == pytest.approx(264 / (4 / 3) * 1.8)
+    assert report.time_cell(rec).startswith("6 min ")
     runs[:] = runs[:1]
     with Store(tmp_path / "s.sqlite") as st:
         rec = next(r for r in report.collect(st) if r["id"] == "crc")
-    assert rec["two_jobs_s"] == 60.0  # one trial cannot be split over two jobs
+    assert rec["two_jobs_s"] == pytest.approx(68 * 1.8)  # one trial cannot be split over two jobs

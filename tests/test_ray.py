@@ -14,6 +14,9 @@ from iclr26.registry import get  # noqa: E402
 
 
 def test_ray_runs_stores_resumes_and_times_out(tmp_path):
+    from iclr26.harness import ray_executor
+
+    before = ray_executor._ray_leftovers()
     store = Store(tmp_path / "r.sqlite")
     jobs, skipped = plan(["mcnemar_degradation"], "smoke", 2, store, force=False)
     assert (len(jobs), skipped) == (2, 0)
@@ -45,6 +48,10 @@ def test_ray_runs_stores_resumes_and_times_out(tmp_path):
     assert out["sportr"].status == "error" and "Traceback" in out["sportr"].error
     assert "not implemented" in out["sportr"].error
     assert not ray.is_initialized()
+    # the local instances it started left no session folder, temp folder or new auth token behind
+    after = ray_executor._ray_leftovers()
+    assert after["sessions"] - {"session_latest"} <= before["sessions"], after["sessions"] - before["sessions"]
+    assert after["token_existed"] == before["token_existed"] and after["temp_existed"] == before["temp_existed"]
 
 
 def _paper(tmp_path, domain, code):
@@ -78,3 +85,32 @@ def test_runtime_env_from_environment(tmp_path, monkeypatch):
     f.write_text("env_vars:\n  ICLR26_CACHE: /tmp/c\n")
     monkeypatch.setenv(RUNTIME_ENV_VAR, str(f))
     assert runtime_env_from_environment() == {"env_vars": {"ICLR26_CACHE": "/tmp/c"}}
+
+
+def test_the_cleanup_removes_only_what_the_run_started(tmp_path, monkeypatch):
+    """What a local Ray instance leaves (its session folder, the temp folder it created, ~/.ray/auth_token)
+    goes; what was there before the run (another session, an existing token) stays."""
+    from iclr26.harness import ray_executor
+
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp" / "ray" / "session_old").mkdir(parents=True)
+    before = ray_executor._ray_leftovers()
+    assert not before["token_existed"] and before["sessions"] == {"session_old"}
+    new = tmp_path / "tmp" / "ray" / "session_2026-12-01_10-00-00_1"
+    (new / "logs").mkdir(parents=True)
+    (tmp_path / "tmp" / "ray" / "session_latest").symlink_to(new)
+    token = tmp_path / "home" / ".ray" / "auth_token"
+    token.parent.mkdir(parents=True)
+    token.write_text("t")
+    before["session"] = new
+    removed = ray_executor.clean_up_local_ray(before)
+    assert not new.exists() and not token.exists() and not token.parent.exists()
+    assert (tmp_path / "tmp" / "ray" / "session_old").is_dir()  # not this run's
+    assert not (tmp_path / "tmp" / "ray" / "session_latest").is_symlink()
+    assert new in removed and token in removed
+    # a token that was there before stays
+    token.parent.mkdir()
+    token.write_text("mine")
+    before = ray_executor._ray_leftovers()
+    assert ray_executor.clean_up_local_ray(before) == [] and token.read_text() == "mine"

@@ -1,6 +1,6 @@
-"""The ``iclr26`` command: list, info, reproduce, report, models.
+"""The iclr26 command: list, info, reproduce, report, models.
 
-``list`` and ``info`` import only the registry and the standard library, so they stay fast.
+`list` and `info` import only the registry and the standard library, so they stay fast.
 """
 from __future__ import annotations
 
@@ -35,8 +35,25 @@ def cmd_list(args) -> int:
     return 0
 
 
+def _store_for_reading(arg):
+    """The user's store that ``info`` and ``report`` read: None when the default one does not exist yet;
+    a StoreError (one line, exit 2) when a named one is missing, a directory or under a file."""
+    from .harness.store import existing_store
+
+    return existing_store(arg)
+
+
+def _stats_words(v) -> str:
+    s = v.stats
+    if s is None:
+        return ""
+    return (f"effect {s.effect:+.4g} [{s.ci_low:.4g}, {s.ci_high:.4g}], p(claimed direction)={s.pvalue:.3g}, "
+            f"p(opposite)={s.pvalue_opposite:.3g}, n={s.n}, detectable {s.mde:+.4g}")
+
+
 def cmd_info(args) -> int:
     p = registry.get(args.id)
+    mine = _store_for_reading(args.store) if p.status == "implemented" else None
     print(f"{p.id}  [{p.status}]  domain={p.domain}  feasibility={p.feasibility} ({registry.FEASIBILITY[p.feasibility]})")
     print(f"seed: {p.seed} #{p.position}")
     print(f"summary: {p.summary}\n")
@@ -45,40 +62,65 @@ def cmd_info(args) -> int:
         print(f"not implemented yet: missing {', '.join(p.missing_files)}")
         return 0
     from .harness.experiments import claims_for
-    from .harness.store import Store
-
-    pc = claims_for(p)
-    print(f"title: {pc.title}\narXiv: {pc.arxiv}   code: {pc.code or '-'}\n")
+    from .harness.report import _claim_entry, comparator_floor_words, premise_words, tally, tally_words, what_it_would_take
+    from .harness.store import PUBLISHED_PATH, Store
     from .harness.verdicts import judge_paper
 
-    from .harness.store import PUBLISHED_PATH, store_path
+    pc = claims_for(p)
+    arxiv = pc.arxiv or "none (no arXiv version; the paper is on OpenReview)"
+    print(f"title: {pc.title}\narXiv: {arxiv}   code: {pc.code or '-'}\n")
 
     sources = []  # (label, judged verdicts by scale and claim)
-    for label, path in (("published", PUBLISHED_PATH), ("yours", store_path(args.store))):
-        if not path.is_file() or label == "yours" and path.resolve() == PUBLISHED_PATH.resolve():
+    for label, path in (("published", PUBLISHED_PATH if PUBLISHED_PATH.is_file() else None), ("yours", mine)):
+        if path is None or label == "yours" and PUBLISHED_PATH.is_file() and path.resolve() == PUBLISHED_PATH.resolve():
             continue
         with Store(path, readonly=True) as st:
             sources.append((label, {scale: {v.claim.id: v for v in judge_paper(p, scale, st, save=False)}
                                     for scale in ("smoke", "quick", "paper")}))
+    if mine is None:
+        from .harness.store import store_path
+
+        print(f"your store {store_path(args.store)} does not exist yet: `iclr26 reproduce {p.id} --scale quick` writes it")
     if not sources:
         print("no stored trials: run `iclr26 reproduce " + p.id + " --scale quick`")
+    for label, judged in sources:
+        for scale in ("quick", "smoke", "paper"):
+            vs = judged[scale]
+            if any(v.verdict != "not run" for v in vs.values()):
+                entries = []
+                for c in pc.claims:
+                    e = _claim_entry(c)
+                    e.update(verdict=vs[c.id].verdict, scale="quick", stale=vs[c.id].stale)
+                    entries.append(e)
+                stale = any(v.stale for v in vs.values())
+                print(f"{label} {scale}: {tally_words(tally(entries))}" + (" [stale]" if stale else ""))
+    print()
     for c in pc.claims:
-        print(f"- {c.id}: {c.statement}" + ("  (exploratory)" if c.exploratory else ""))
+        tags = [t for t, on in (("premise", c.premise), ("exploratory", c.exploratory)) if on]
+        print(f"- {c.id}: {c.statement}" + (f"  ({', '.join(tags)})" if tags else ""))
         print(f"    paper: {c.paper_value} ({c.source}); paper effect {c.paper_effect:+.4g}")
         print(f"    test {c.test}, {c.method} {c.direction} {c.comparator}" + (f", margin {c.margin:g}" if c.margin else "")
               + (f", floor {c.floor:g}" if c.floor is not None else "")
               + (", items clustered by seed" if c.cluster == "seed" else ""))
+        entry = _claim_entry(c)
+        rel = premise_words(dict(entry, premise=False))
+        if rel:
+            print(f"    {rel}")
         for label, judged in sources:
             for scale in ("smoke", "quick", "paper"):
                 v = judged[scale][c.id]
                 if v.verdict == "not run":
                     continue
-                s = v.stats
-                eff = (f"effect {s.effect:+.4g} [{s.ci_low:.4g}, {s.ci_high:.4g}], p={s.pvalue:.3g}, n={s.n}, "
-                       f"detectable {s.mde:+.4g}") if s else ""
-                print(f"    {label} {scale}: {v.verdict}" + (" [stale]" if v.stale else "") + f"  {eff}")
+                print(f"    {label} {scale}: {v.verdict}" + (" [stale]" if v.stale else "") + f"  {_stats_words(v)}")
                 if v.note and v.verdict != "reproduced" or v.claim.requires and v.note.startswith("significant on its own"):
                     print(f"      reason: {v.note}")
+                full = dict(entry, verdict=v.verdict, stats=None if v.stats is None else v.stats.to_dict(), note=v.note)
+                need = what_it_would_take(full)
+                if need and "would detect" not in v.note:
+                    print(f"      {need}")
+                floor = comparator_floor_words(full)
+                if floor:
+                    print(f"      {floor}")
                 if v.stale:
                     print(f"      stale: {v.stale}")
     return 0
@@ -100,14 +142,15 @@ def print_verdicts(console, verdicts_by_paper, scale: str) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from .harness.report import _claim_entry, _reason, claim_cells
+    from .harness.report import TERMINAL, _claim_entry, _reason, claim_cells
 
     table = Table(title=f"verdicts at scale {scale}" + (" (smoke: not evidence)" if scale == "smoke" else ""))
+    longest = max((len(v.claim.id) for vs in verdicts_by_paper.values() for v in vs), default=10)
     for col in ("paper", "claim", "tested", "paper effect", "effect [one-sided bounds]", "detectable", "p", "n",
                 "verdict"):
-        table.add_column(col)
-    colours = {"reproduced": "green", "not reproduced": "yellow", "inconclusive": "blue", "contradicted": "red",
-               "error": "red"}
+        # never cut a claim id: it wraps (folds) instead, and the claim column is wide enough for most
+        table.add_column(col, overflow="fold", min_width=min(longest, 36) if col == "claim" else None)
+    colours = TERMINAL
     for pid, verdicts in verdicts_by_paper.items():
         for v in verdicts:
             entry = _claim_entry(v.claim)
@@ -116,28 +159,65 @@ def print_verdicts(console, verdicts_by_paper, scale: str) -> None:
             cells = claim_cells(entry)
             reason = _reason(entry)
             label = f"[{colours.get(v.verdict, 'white')}]{v.verdict}[/]" + (escape(" [stale]") if v.stale else "")
-            table.add_row(*(escape(x) for x in (pid, v.claim.id, cells["tested"], cells["paper_effect"], cells["effect"],
+            table.add_row(*(escape(x) for x in (pid, v.claim.id + (" (premise)" if v.claim.premise else ""), cells["tested"], cells["paper_effect"], cells["effect"],
                                                  cells["mde"], cells["p"], cells["n"])),
                           label + (f"\n{escape(reason)}" if reason else ""))
     console.print(table)
 
 
-def _fmt_seconds(s: float) -> str:
-    return f"{s / 60:.0f} min" if s >= 90 else f"{s:.0f} s"
+def _load_now() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+class _EstimatedRemaining:
+    """The progress bar's ETA: from the estimate until trials finish, then from the rate measured so far.
+
+    Rich's own remaining-time column shows ``-:--:--`` until it has two progress samples within 30 s,
+    which for trials of minutes is most of the run. Here the remaining work (in the bar's units, CPU
+    seconds) is timed at the slowdown the estimate assumed, and, as trials finish, at the measured
+    pace; the two are blended by the share of the work done.
+    """
+
+    def __init__(self, seconds_per_unit: float):
+        self.seconds_per_unit = seconds_per_unit
+
+    def __call__(self, task) -> str:
+        total, done, elapsed = task.total or 0.0, task.completed or 0.0, task.elapsed or 0.0
+        left = max(total - done, 0.0)
+        prior = left * self.seconds_per_unit
+        if done > 0 and elapsed > 0:
+            w = done / total if total else 1.0
+            remaining = (1 - w) * max(prior, 0.0) + w * left * elapsed / done
+        else:
+            remaining = max(total * self.seconds_per_unit - elapsed, 0.0)
+        if task.finished:
+            remaining = 0.0
+        m, sec = divmod(int(round(remaining)), 60)
+        h, m = divmod(m, 60)
+        return f"ETA {h}:{m:02d}:{sec:02d}"
 
 
 def cmd_reproduce(args) -> int:
-    from rich.progress import (BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn,
-                               TimeRemainingColumn)
+    from rich.progress import BarColumn, Progress, ProgressColumn, TaskProgressColumn, TextColumn, TimeElapsedColumn
+    from rich.text import Text
 
     from .harness.runner import estimate_seconds, plan, run_jobs
-    from .harness.store import PUBLISHED_PATH, Store
+    from .harness.store import CORES, PUBLISHED_PATH, START_S, Store, fmt_minutes
     from .harness.verdicts import judge_paper
 
     console = _console()
     ids = _ids(args)
+    if args.executor == "ray":
+        from .harness.ray_executor import MISSING, ray_available
+
+        if not ray_available():
+            print(f"error: {MISSING}", file=sys.stderr)
+            return 2
     with Store(args.store) as store:
-        console.print(f"store: {store.path}")
+        console.print(f"store: {store.path}" + (" (a new store, created now)" if store.created else ""))
         jobs, skipped = plan(ids, args.scale, args.seeds, store, args.force)
         if skipped:
             console.print(f"{skipped} trial(s) already in this store at the current code: skipped (--force reruns them)")
@@ -149,22 +229,40 @@ def cmd_reproduce(args) -> int:
                 reference = None
         ray_cluster = args.executor == "ray" and (args.address or os.environ.get("RAY_ADDRESS"))
         where = "on the Ray cluster" if ray_cluster else f"with {args.jobs} job(s)"
-        total, per = estimate_seconds(jobs, reference, args.jobs)
+        cores, load = os.cpu_count() or 1, _load_now()
+        total, per = estimate_seconds(jobs, reference, args.jobs)  # the nominal time, as the README and report give it
+        here = None
+        if total is not None and not ray_cluster:
+            here = estimate_seconds(jobs, reference, args.jobs, cores=cores, load=load)[0]
+        elif total is not None:
+            total = estimate_seconds(jobs, reference, args.jobs, cores=None)[0]
         if reference is not None:
             reference.close()
         if jobs:
             if total is None:
                 console.print(f"{len(jobs)} trial(s) to run {where}; no published durations to estimate from")
+            elif ray_cluster:
+                console.print(f"{len(jobs)} trial(s) to run {where}: about {fmt_minutes(total)} if the cluster has "
+                              f"{args.jobs} free CPUs (from the published trials' CPU seconds)")
             else:
-                console.print(f"{len(jobs)} trial(s) to run {where}: about "
-                              + (f"{_fmt_seconds(total)} " if not ray_cluster else f"{_fmt_seconds(total * args.jobs)} of trial time ")
-                              + "(from the published trial durations)")
+                line = (f"{len(jobs)} trial(s) to run {where}: about {fmt_minutes(total)} on a loaded {CORES}-core "
+                        "machine (the time the README and the report give, from the published trials' CPU seconds)")
+                if here is not None and load is not None and fmt_minutes(here) != fmt_minutes(total):
+                    line += f"; at this machine's load now ({load:.1f} on {cores} cores) about {fmt_minutes(here)}"
+                console.print(line)
         fill = sorted(per.values())[len(per) // 2] if per else 60.0
         failures, left_to_others = 0, []
+        weights = {(j.paper, j.scale): per.get((j.paper, j.scale), fill) + START_S for j in jobs}
+        units = sum(weights[(j.paper, j.scale)] for j in jobs) or 1
+        eta = _EstimatedRemaining(((here or total) / units) if total else 0.0)
+
+        class EtaColumn(ProgressColumn):
+            def render(self, task):
+                return Text(eta(task), style="progress.remaining")
+
         with Progress(TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
-                      TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=False) as prog:
-            weights = {(j.paper, j.scale): per.get((j.paper, j.scale), fill) for j in jobs}
-            task = prog.add_task(f"{args.scale} trials", total=sum(weights[(j.paper, j.scale)] for j in jobs) or 1)
+                      EtaColumn(), console=console, transient=False) as prog:
+            task = prog.add_task(f"{args.scale} trials", total=units)
 
             def on_trial(t):
                 nonlocal failures
@@ -179,11 +277,22 @@ def cmd_reproduce(args) -> int:
                 left_to_others.append(job)
                 prog.advance(task, weights.get((job.paper, job.scale), fill))
 
-            run_jobs(jobs, store, n_workers=args.jobs, timeout=args.timeout, progress=on_trial,
-                     executor=args.executor, address=args.address, skipped=on_skip)
+            finished = run_jobs(jobs, store, n_workers=args.jobs, timeout=args.timeout, progress=on_trial,
+                                executor=args.executor, address=args.address, skipped=on_skip)
+        held = None
         if left_to_others:
-            console.print(f"{len(left_to_others)} trial(s) are being run by another run on this store: left to it")
+            holders = sorted({h for j in left_to_others
+                              if (h := store.holder(j.paper, j.scale, j.seed, j.fingerprint)) is not None})
+            held = ", ".join(f"pid {pid} on {host}" for host, pid in holders) or "a run that has since finished"
+            console.print(f"{len(left_to_others)} trial(s) are being run by another run on this store ({held}): "
+                          "left to it; rerun this command when it ends to judge them")
         verdicts = {pid: judge_paper(pid, args.scale, store) for pid in ids}
+    if jobs and not finished and left_to_others:
+        console.print(f"nothing was run by this process: every one of the {len(jobs)} trial(s) to run is held by "
+                      f"another run on {store.path} ({held})")
+        if any(v.verdict != "not run" for vs in verdicts.values() for v in vs):
+            print_verdicts(console, verdicts, args.scale)
+        return 3
     print_verdicts(console, verdicts, args.scale)
     errors = sum(v.verdict == "error" for vs in verdicts.values() for v in vs)
     if errors:
@@ -214,9 +323,16 @@ def cmd_report(args) -> int:
     from .harness.report import build_report
     from .harness.store import PUBLISHED_PATH
 
+    mine = _store_for_reading(args.store)
+    if mine is None:
+        from .harness.store import store_path
+
+        print(f"your store {store_path(args.store)} does not exist yet: the report shows the published results only")
+
     out = build_report(args.out, store_path=args.store, published_path=args.published or PUBLISHED_PATH,
                        write_readmes=args.readmes)
-    print(f"report written to {out}/index.html (also summary.json and summary.md)")
+    print(f"report written to {out}/index.html (also summary.json and summary.md)"
+          + (f"; your runs from {mine}" if mine is not None else ""))
     return 0
 
 
@@ -316,7 +432,8 @@ def main(argv=None) -> int:
 
         from .harness.store import StoreError
 
-        if isinstance(e, (StoreError, sqlite3.DatabaseError, OSError)):
+        missing_ray = type(e).__name__ == "RayMissing"  # --executor ray without Ray: one line
+        if isinstance(e, (StoreError, sqlite3.DatabaseError, OSError)) or missing_ray:
             print(f"error: {e}", file=sys.stderr)
             return 2
         raise

@@ -145,6 +145,77 @@ def _trial(paper_id: str, scale: str, seed: int, key: int, clock) -> tuple:
 
 # ---------------------------------------------------------------------------- driver side
 
+MISSING = "the ray executor needs Ray, which is not installed: pip install 'iclr26[ray]' (or use --executor local)"
+
+
+class RayMissing(RuntimeError):
+    """``--executor ray`` without Ray installed."""
+
+
+def ray_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("ray") is not None
+
+
+def _ray_leftovers() -> dict:
+    """What a local Ray instance may leave behind, as it is before the run starts one."""
+    import tempfile
+
+    token = Path.home() / ".ray" / "auth_token"
+    temp = Path(os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()) / "ray"
+    return {"token": token, "token_existed": token.exists(), "ray_home_existed": token.parent.exists(),
+            "temp": temp, "temp_existed": temp.exists(),
+            "sessions": {p.name for p in temp.glob("session_*")} if temp.is_dir() else set()}
+
+
+def _session_dir(ray) -> Path | None:
+    try:  # the session folder of the instance just started (not public API: best effort)
+        return Path(ray._private.worker._global_node.get_session_dir_path())
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def clean_up_local_ray(before: dict) -> list[Path]:
+    """Remove what the local Ray instance this run started left behind, and only that: its session
+    folder (and the ``session_latest`` link when it points there), the Ray temp folder when the run
+    created it and it is now empty, and ``~/.ray/auth_token`` (with ``~/.ray`` when empty) when the
+    run created it. Returns the paths removed."""
+    import shutil
+
+    removed = []
+    temp = before["temp"]
+    session = before.get("session")
+    new = {p for p in temp.glob("session_*") if p.name not in before["sessions"] and p.name != "session_latest"} \
+        if temp.is_dir() else set()
+    if session is not None and session.parent == temp:
+        new = {p for p in new if p == session} or {session}
+    for p in sorted(new):
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
+    latest = temp / "session_latest"
+    if latest.is_symlink() and not latest.exists():
+        latest.unlink()
+        removed.append(latest)
+    if not before["temp_existed"] and temp.is_dir():
+        try:
+            temp.rmdir()  # only if empty
+            removed.append(temp)
+        except OSError:
+            pass
+    token = before["token"]
+    if not before["token_existed"] and token.exists():
+        token.unlink()
+        removed.append(token)
+        if not before["ray_home_existed"]:
+            try:
+                token.parent.rmdir()
+                removed.append(token.parent)
+            except OSError:
+                pass
+    return removed
+
 def runtime_env_from_environment() -> dict | None:
     """The runtime environment named by ``$ICLR26_RAY_RUNTIME_ENV`` (JSON text or a JSON/YAML file)."""
     raw = os.environ.get(RUNTIME_ENV_VAR, "").strip()
@@ -192,10 +263,10 @@ def ray_execute(jobs: list[Job], n_workers: int, timeout: float | None, on_done,
         return
     try:
         import ray
-    except ImportError as e:
-        raise RuntimeError("the ray executor needs Ray: pip install 'iclr26[ray]'") from e
+    except ImportError:
+        raise RayMissing(MISSING) from None
 
-    owned = False
+    owned, left_before = False, None
     if not ray.is_initialized():
         address = address or os.environ.get("RAY_ADDRESS") or None
         kwargs = {}
@@ -203,7 +274,9 @@ def ray_execute(jobs: list[Job], n_workers: int, timeout: float | None, on_done,
         if env:
             kwargs["runtime_env"] = env
         if address in (None, "local"):
+            left_before = _ray_leftovers()
             ray.init(address="local", num_cpus=n_workers, include_dashboard=False, **kwargs)
+            left_before["session"] = _session_dir(ray)
         else:
             ray.init(address=address, **kwargs)
         owned = True
@@ -273,3 +346,5 @@ def ray_execute(jobs: list[Job], n_workers: int, timeout: float | None, on_done,
                 pass
         if owned:
             ray.shutdown()
+            if left_before is not None:
+                clean_up_local_ray(left_before)

@@ -26,7 +26,7 @@ from importlib import metadata
 from ..registry import get
 from .experiments import (check_measurements, folder_fingerprint, git_commit, load_experiment,
                           measured_dependencies, staleness)
-from .store import Store, Trial, wall_seconds
+from .store import CORES, Store, Trial, wall_seconds
 
 VERSIONED = ("numpy", "scipy", "torch", "transformers", "scikit-learn", "iclr26")
 #: seconds a worker may take to start and import its experiment before run() begins
@@ -140,17 +140,20 @@ def plan(paper_ids, scale: str, seeds: int | None, store: Store, force: bool) ->
     return jobs, skipped
 
 
-def estimate_seconds(jobs: list[Job], reference: Store | None, n_workers: int) -> tuple[float | None, dict]:
-    """Estimated wall time of ``jobs`` on ``n_workers`` from the durations stored in ``reference``.
+def estimate_seconds(jobs: list[Job], reference: Store | None, n_workers: int, cores: int | None = CORES,
+                     load: float | None = None) -> tuple[float | None, dict]:
+    """Expected wall time of ``jobs`` on ``n_workers`` from the trials stored in ``reference``.
 
-    Each job costs the median stored duration of its (paper, scale); the wall time is the larger of
-    the total over the workers and the longest single trial. Returns (seconds or None when no job
-    has a stored duration, {(paper, scale): seconds per trial}).
+    Each job costs the median CPU seconds of its (paper, scale)'s stored trials at the job's code (else
+    their latest trials; :meth:`Store.durations`), a job of a paper with none the median of the known
+    ones; :func:`.store.wall_seconds` adds each worker's start and the machine's slowdown (the nominal
+    loaded 2-core machine, or ``load`` and ``cores`` as measured). Returns (seconds, or None when no
+    job has a stored duration; {(paper, scale): CPU seconds per trial}).
     """
     per: dict = {}
     if reference is not None:
-        for paper, scale in {(j.paper, j.scale) for j in jobs}:
-            d = reference.durations(paper, scale)
+        for paper, scale, fp in {(j.paper, j.scale, j.fingerprint) for j in jobs}:
+            d = reference.durations(paper, scale, fp)
             if d:
                 per[(paper, scale)] = float(sorted(d)[len(d) // 2])
     known = [per[(j.paper, j.scale)] for j in jobs if (j.paper, j.scale) in per]
@@ -158,7 +161,7 @@ def estimate_seconds(jobs: list[Job], reference: Store | None, n_workers: int) -
         return None, per
     fill = float(sorted(known)[len(known) // 2])
     costs = [per.get((j.paper, j.scale), fill) for j in jobs]
-    return wall_seconds(costs, n_workers), per
+    return wall_seconds(costs, n_workers, cores, load), per
 
 
 def local_execute(jobs: list[Job], n_workers: int, timeout: float | None, on_done, should_stop=None) -> None:

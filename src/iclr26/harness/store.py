@@ -89,6 +89,39 @@ def store_path(path: str | os.PathLike | None = None) -> Path:
     return Path(path).expanduser() if path else user_store_path()
 
 
+def store_named(path: str | os.PathLike | None = None) -> bool:
+    """Whether the user named the store (``--store`` or ``$ICLR26_STORE``) rather than taking the default."""
+    return bool(path) or bool(os.environ.get("ICLR26_STORE"))
+
+
+def _file_above(path: Path) -> Path | None:
+    """The nearest parent of ``path`` that exists and is not a directory, if any."""
+    for parent in path.parents:
+        if parent.exists():
+            return None if parent.is_dir() else parent
+    return None
+
+
+def existing_store(path: str | os.PathLike | None = None) -> Path | None:
+    """The user's store for ``info`` and ``report`` to read, or None when the default store does not exist yet.
+
+    :class:`StoreError` when the path is a directory or sits under a file, and when a store the user
+    named (``--store`` or ``$ICLR26_STORE``) does not exist: a typo must not render without their runs.
+    """
+    p = store_path(path)
+    if p.is_dir():
+        raise StoreError(f"{p} is a directory; give the path of a store file (e.g. {p / 'runs.sqlite'})")
+    above = _file_above(p)
+    if above is not None:
+        raise StoreError(f"no store at {p}: {above} is a file, not a directory")
+    if not p.exists():
+        if store_named(path):
+            how = "--store" if path else "$ICLR26_STORE"
+            raise StoreError(f"no store at {p} (named by {how}); `iclr26 reproduce ID --store {p}` creates one")
+        return None
+    return p
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -115,30 +148,75 @@ class Trial:
     machine: dict
     finished_at: float
     deps: dict | None = None  # {"files": {path: sha}, "packages": {dist: version}} measured after run()
-    cpu_s: float | None = None  # user + system CPU seconds of run() (the trial's process and its children)
+    cpu_s: float | None = None  # user + system CPU seconds of run() (the trial's process, all its threads, its waited children)
+
+
+#: CPU seconds a trial's worker spends outside ``run()``, which its stored seconds leave out: the
+#: interpreter's start, the imports of numpy, scipy, torch and the experiment, and hashing the imported
+#: modules afterwards (10 crc trials with 2 jobs on the project's shared 2-core machine used 80 CPU-s
+#: beyond their ``run()`` seconds)
+START_S = 8.0
+#: the share of a core a trial stored without CPU seconds is taken to have had: all of them ran on
+#: shared, overloaded machines (cda's published trial used 317 CPU-s in 2,677 s, a share of 0.12;
+#: crc's took 8-28 s of wall time for 3.5 CPU-s on an idle core), and 0.15 is about the lower decile of
+#: CPU / wall over the published trials timed both ways
+WALL_ONLY_SHARE = 0.15
+#: cores of the machine the expected times are for: the 2-core laptop or CI runner
+CORES = 2
+#: how much a trial's CPU seconds grow when every core is busy (shared caches and memory bandwidth, SMT
+#: siblings): a crc trial used 3.5 CPU-s on an idle core and 10.3-11.6 CPU-s on the full 2-core machine
+CONTENTION = 1.8
+#: the load average besides the run on "a loaded 2-core machine", the one every time in the README and
+#: the report is for: one other busy process
+NOMINAL_LOAD = 1.0
 
 
 def core_seconds(durations: list[float], cpu: list[float | None]) -> list[float]:
-    """What each trial takes on a core of its own, from its wall time and its CPU seconds.
+    """The work of each trial's ``run()`` in CPU seconds, from its wall time and its CPU seconds.
 
-    Trials are single-threaded, so on an unloaded core the wall time is about the CPU time, while a
-    wall time measured on a shared, overloaded machine overstates it several times over. A trial with
-    CPU seconds costs them, capped by its wall time (a trial that used several threads took no longer
-    than that); where some trials of a paper have CPU seconds and others (stored before they were
-    recorded) do not, those others cost the median of the CPU-timed ones; with none CPU-timed, the
-    wall times are all there is.
+    The CPU seconds (user + system of the worker process, all its threads, and every child it
+    waited for: ``getrusage`` ``RUSAGE_SELF`` and ``RUSAGE_CHILDREN``) are what the trial costs;
+    they do not grow when the machine is shared, while wall time then grows several times over
+    (trials' CPU / wall ratios in the published store run from 0.09 to 1). A trial stored without
+    CPU seconds costs :data:`WALL_ONLY_SHARE` of its wall time, and never less than the median of the
+    CPU-timed trials of the same set (a trial re-timed on an idle core tells what the others cost).
     """
-    timed = [min(d, c) for d, c in zip(durations, cpu) if c is not None]
-    if not timed:
-        return [float(d) for d in durations]
-    fill = float(sorted(timed)[len(timed) // 2])
-    return [float(min(d, c)) if c is not None else fill for d, c in zip(durations, cpu)]
+    timed = [float(c) for c in cpu if c is not None]
+    fill = float(sorted(timed)[len(timed) // 2]) if timed else 0.0
+    return [float(c) if c is not None else max(fill, WALL_ONLY_SHARE * float(d or 0.0))
+            for d, c in zip(durations, cpu)]
 
 
-def wall_seconds(costs: list[float], n_workers: int) -> float:
-    """The wall time of trials costing ``costs`` seconds each on ``n_workers`` cores: the larger of
-    their total shared over the workers and the longest single trial (which cannot be split)."""
-    return max(sum(costs) / max(n_workers, 1), max(costs))
+def wall_seconds(costs: list[float], n_workers: int, cores: int | None = CORES, load: float | None = None) -> float:
+    """Expected wall time of trials costing ``costs`` CPU seconds each of ``run()``, on ``n_workers``.
+
+    This is the one expected time: the README's, the one ``reproduce`` prints before it starts (and
+    its progress bar's first ETA), and the report index's. Each trial also pays :data:`START_S` for its
+    worker, and its CPU seconds grow by up to :data:`CONTENTION` as the cores fill. The machine has
+    ``cores`` and a load average ``load`` besides the run (None: :data:`NOMINAL_LOAD`, the loaded 2-core
+    machine); the run's ``r`` workers then get ``cores * r / (load + r)`` cores between them (all ``r``
+    when they fit), and the run takes the larger of its total work over that and its longest trial at
+    its own share of a core. ``cores=None``: a cluster with a free CPU per worker.
+    """
+    if not costs:
+        return 0.0
+    each = [c + START_S for c in costs]
+    r = max(1, min(n_workers, len(each)))
+    if cores is None:
+        return max(sum(each) / r, max(each))
+    runnable = max(load if load is not None else NOMINAL_LOAD, 0.0) + r
+    grow = 1.0 + (CONTENTION - 1.0) * min(1.0, runnable / cores)
+    ours = min(r, cores * r / runnable)  # cores the run's workers get between them
+    return grow * max(sum(each) / ours, max(each) * max(1.0, runnable / cores))
+
+
+def fmt_minutes(seconds: float) -> str:
+    """A time as the README, ``reproduce`` and the report print it: "40 s", "3 min", "1.5 h"."""
+    if seconds < 90:
+        return f"{max(seconds, 1):.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 class Store:
@@ -165,6 +243,9 @@ class Store:
                     self.path.parent.mkdir(parents=True, exist_ok=True)
                 except (FileExistsError, NotADirectoryError):
                     raise StoreError(f"cannot create the store {self.path}: a parent of it is a file") from None
+                self.created = not self.path.exists()
+                if not self.created and not os.access(self.path, os.W_OK) or not os.access(self.path.parent, os.W_OK):
+                    raise self._read_only()
                 self.conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
                 self.conn.execute("PRAGMA journal_mode=WAL")
                 self.conn.execute("PRAGMA synchronous=NORMAL")
@@ -180,12 +261,31 @@ class Store:
                     else:
                         self.conn.execute(f"ALTER TABLE trials ADD COLUMN {col} {kind}")
             self.conn.execute("SELECT COUNT(*) FROM trials").fetchone()
+        except sqlite3.OperationalError as e:
+            if "readonly" in str(e) or "read-only" in str(e):
+                raise self._read_only() from None
+            raise StoreError(f"{self.path} is not a readable iclr26 store: {e}") from None
         except sqlite3.DatabaseError as e:
             raise StoreError(f"{self.path} is not a readable iclr26 store: {e}") from None
         except PermissionError as e:
             raise StoreError(f"cannot open the store {self.path}: {e}") from None
 
     _columns = None
+    #: whether this opening created the store file
+    created = False
+
+    def _read_only(self) -> StoreError:
+        return StoreError(f"the store {self.path} is read-only (it, or its folder {self.path.parent}, cannot be "
+                          "written): `reproduce` needs a writable --store; `info` and `report` only read it")
+
+    def _write(self, sql: str, args: tuple = ()):
+        """Run one writing statement; a read-only store is a :class:`StoreError` naming the file."""
+        try:
+            return self.conn.execute(sql, args)
+        except sqlite3.OperationalError as e:
+            if "readonly" in str(e) or "read-only" in str(e):
+                raise self._read_only() from None
+            raise
 
     @property
     def columns(self) -> str:
@@ -202,7 +302,7 @@ class Store:
 
     def put_trial(self, t: Trial) -> None:
         """Insert or replace one trial row and commit at once."""
-        self.conn.execute(
+        self._write(
             f"INSERT OR REPLACE INTO trials ({COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (t.paper, t.scale, t.seed, t.fingerprint, t.status,
              None if t.measurements is None else json.dumps(t.measurements),
@@ -222,18 +322,26 @@ class Store:
             (paper, scale, seed, fingerprint)).fetchone()
         return None if row is None else self._trial(row)
 
-    def durations(self, paper: str, scale: str) -> list[float]:
-        """How long each ok trial stored for (paper, scale), at any code, takes on a core of its own
-        (:func:`core_seconds`)."""
-        rows = self.conn.execute(
-            "SELECT duration_s, cpu_s FROM trials WHERE paper=? AND scale=? AND status='ok' AND duration_s IS NOT NULL",
-            (paper, scale)).fetchall()
+    def durations(self, paper: str, scale: str, fingerprint: str | None = None) -> list[float]:
+        """The CPU seconds of ``run()`` (:func:`core_seconds`) of each ok trial of (paper, scale): those at
+        ``fingerprint`` (the current code) when there are any, else the latest ok trial of each seed."""
+        rows = []
+        if fingerprint is not None:
+            rows = self.conn.execute(
+                "SELECT duration_s, cpu_s FROM trials WHERE paper=? AND scale=? AND fingerprint=? AND status='ok' "
+                "AND duration_s IS NOT NULL", (paper, scale, fingerprint)).fetchall()
+        if not rows:
+            rows = self.conn.execute(
+                """SELECT duration_s, cpu_s FROM trials t WHERE paper=? AND scale=? AND status='ok'
+                   AND duration_s IS NOT NULL AND finished_at = (SELECT MAX(finished_at) FROM trials u
+                   WHERE u.paper=t.paper AND u.scale=t.scale AND u.seed=t.seed AND u.status='ok')""",
+                (paper, scale)).fetchall()
         return core_seconds([r[0] for r in rows], [r[1] for r in rows])
 
     def claim(self, paper: str, scale: str, seed: int, fingerprint: str) -> bool:
         """Claim a trial for this process; False when another live run holds it."""
         host, pid = socket.gethostname(), os.getpid()
-        self.conn.execute("BEGIN IMMEDIATE")
+        self._write("BEGIN IMMEDIATE")
         try:
             row = self.conn.execute(
                 "SELECT host, pid, started_at FROM running WHERE paper=? AND scale=? AND seed=? AND fingerprint=?",
@@ -250,6 +358,12 @@ class Store:
         except BaseException:
             self.conn.execute("ROLLBACK")
             raise
+
+    def holder(self, paper: str, scale: str, seed: int, fingerprint: str) -> tuple[str, int] | None:
+        """(host, pid) of the run that has claimed this trial, or None."""
+        row = self.conn.execute("SELECT host, pid FROM running WHERE paper=? AND scale=? AND seed=? AND fingerprint=?",
+                                (paper, scale, seed, fingerprint)).fetchone()
+        return None if row is None else (row[0], int(row[1]))
 
     def release(self, paper: str, scale: str, seed: int, fingerprint: str) -> None:
         self.conn.execute("DELETE FROM running WHERE paper=? AND scale=? AND seed=? AND fingerprint=? AND pid=? AND host=?",
@@ -295,7 +409,7 @@ class Store:
 
     def put_verdict(self, paper: str, scale: str, claim: str, fingerprint: str, verdict: str,
                     stats: dict | None, seeds: list[int]) -> None:
-        self.conn.execute(
+        self._write(
             "INSERT OR REPLACE INTO verdicts VALUES (?,?,?,?,?,?,?,?)",
             (paper, scale, claim, fingerprint, verdict, json.dumps(stats), json.dumps(seeds), time.time()),
         )
