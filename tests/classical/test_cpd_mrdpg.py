@@ -5,7 +5,7 @@ from threadpoolctl import threadpool_limits
 
 from iclr26.classical.cpd_mrdpg import (MRDPGChangePoint, cusum_split, hetero_pca, limiting_quantiles,
                                         seeded_intervals, simulate_dmrdpg, th_pca)
-from iclr26.classical.cpd_mrdpg.experiment import coverage, hausdorff, run
+from iclr26.classical.cpd_mrdpg.experiment import SCALES, coverage, hausdorff, kernel_cpd, run
 
 
 @pytest.fixture(autouse=True)
@@ -341,7 +341,9 @@ def test_validation_messages_and_boundaries():
                                       ({"threshold": 0}, "threshold"), ({"alpha": 1.0}, "alpha"),
                                       ({"alpha": 0.0}, "alpha"), ({"alpha": "x"}, "alpha"),
                                       ({"min_len": 2.5}, "min_len"), ({"min_len": "4"}, "min_len"),
-                                      ({"n_sim": 49}, "n_sim"), ({"n_sim": 100.0}, "n_sim")])
+                                      ({"n_sim": 49}, "n_sim"), ({"n_sim": 100.0}, "n_sim"),
+                                      ({"refinement": "cusm"}, "refinement"), ({"refinement": None}, "refinement"),
+                                      ({"refine": "yes"}, "refine")])
 def test_rejects_boundary_parameters(kw, word):
     A, _, _ = simulate_dmrdpg(T=40, n=10, L=2, d=2, change_points=(20,), random_state=0)
     with pytest.raises(ValueError, match=f"^{word} must"):
@@ -352,3 +354,87 @@ def test_smoke_experiment():
     out = run("smoke", 0)
     assert out["metrics"]["k_correct"]["lowrank"] == [1.0]
     assert all(np.isfinite(v) for v in out["metrics"]["hausdorff"].values())
+
+
+def _brute_force_refinement1(A, nu, ranks):
+    """The official refinement1 (CUSUM.R, CUSUM_refinement) by direct weighted sums over u, per t."""
+    Th = A.shape[0]
+    bounds = [0, *nu, Th]
+    out = []
+
+    def tilde(s, e, t):
+        w = np.array([np.sqrt((e - t) / ((e - s) * (t - s))) if u <= t else -np.sqrt((t - s) / ((e - s) * (e - t)))
+                      for u in range(s + 1, e + 1)])
+        return np.tensordot(w, A[s:e], axes=(0, 0))       # A[u - 1] is the u-th graph (1-based u)
+
+    for k in range(1, len(bounds) - 1):
+        s, e, v = (bounds[k - 1] + bounds[k]) // 2, -(-(bounds[k] + bounds[k + 1]) // 2), bounds[k]
+        ub = 2 * np.sqrt((e - v) * (v - s) / (e - s))
+        P = tilde(s, e, v) if ranks is None else th_pca(tilde(s, e, v), ranks, clip=None)
+        P = np.clip(P, -ub, ub)
+        best, arg = 0.0, v
+        for t in range(s + 1, e):
+            gain = abs(np.sum(P * tilde(s, e, t))) / np.linalg.norm(P)
+            if gain > best:
+                best, arg = gain, t
+        out.append(arg)
+    return out
+
+
+@pytest.mark.parametrize("ranks", [(2, 2, 2), None])
+def test_cusum_refinement_matches_official_refinement1(ranks):
+    rng = np.random.default_rng(4)
+    n, L, Th = 8, 2, 24
+    P1, P2 = rng.uniform(0.2, 0.5, (n, n, L)), rng.uniform(0.4, 0.8, (n, n, L))
+    P = np.stack([P1] * 9 + [P2] * 8 + [P1] * 7)
+    A = (rng.random((Th, n, n, L)) < P).astype(float)
+    model = MRDPGChangePoint(ranks=ranks)
+    model._A = A
+    model._CA = np.vstack([np.zeros(A[0].size), np.cumsum(A.reshape(Th, -1), axis=0)])
+    for nu in ([8, 18], [11, 15], [9], [5]):
+        assert model._refine_cusum(nu) == _brute_force_refinement1(A, nu, ranks)
+
+
+def test_cusum_refinement_moves_an_offset_estimate_to_a_clean_change():
+    # noiseless means with one jump at half-time 12: the projected CUSUM peaks at the jump, whatever
+    # stage-1 point the window is centred on
+    n, L, Th = 6, 2, 24
+    P = np.concatenate([np.full((12, n, n, L), 0.2), np.full((12, n, n, L), 0.7)])
+    model = MRDPGChangePoint(ranks=(1, 1, 1))
+    model._A = P
+    model._CA = np.vstack([np.zeros(P[0].size), np.cumsum(P.reshape(Th, -1), axis=0)])
+    assert model._refine_cusum([10]) == [12]
+    assert model._refine_cusum([14]) == [12]
+
+
+def test_default_refinement_is_the_official_refinement1():
+    # a weak jump with a false alarm in stage 1 (half-times 15, 21): the two refinements disagree
+    A, _, _ = simulate_dmrdpg(T=80, n=20, L=2, d=3, change_points=(40,), jump=0.3, random_state=0)
+    a = MRDPGChangePoint(ranks=(3, 3, 2)).fit(A)
+    b = MRDPGChangePoint(ranks=(3, 3, 2), refinement="cusum").fit(A)
+    c = MRDPGChangePoint(ranks=(3, 3, 2), refinement="least_squares").fit(A)
+    assert a.stage1_half_.tolist() == [15, 21]
+    assert a.change_points_.tolist() == b.change_points_.tolist() == [30, 42]
+    assert c.change_points_.tolist() == [34, 40]
+    assert b.half_change_points_.tolist() == b._refine_cusum(b.stage1_half_.tolist())
+    assert c.half_change_points_.tolist() == c._refine(c.stage1_half_.tolist())
+
+
+def test_kernel_competitor_finds_a_clean_change():
+    A, _, cps = simulate_dmrdpg(T=60, n=15, L=2, d=3, change_points=(30,), jump=1.0, random_state=0)
+    assert kernel_cpd(A, n_bkps=1).tolist() == [30]
+    assert kernel_cpd(A, pen=1.0).tolist() == [30]
+    # no change at all: the penalised fit finds none
+    B, _, _ = simulate_dmrdpg(T=60, n=15, L=2, d=3, change_points=(), jump=1.0, random_state=0)
+    assert kernel_cpd(B, pen=1.0).size == 0
+
+
+def test_experiment_arms_and_settings():
+    out = run("smoke", 0)
+    m = out["metrics"]
+    assert set(m["hausdorff"]) == {"lowrank", "sbs", "kernel", "lowrank_ls", "raw", "kernel_oracle_k"}
+    assert set(m["hausdorff_paper_jump"]) == {"lowrank", "sbs", "kernel"}
+    # the two settings are different draws at the two jumps
+    assert out["info"]["paper_jump"]["kernel_pen"] == SCALES["smoke"]["kernel_pen"]["paper"]
+    assert out["info"]["weak_jump"]["kernel_pen"] == SCALES["smoke"]["kernel_pen"]["weak"]
+    assert SCALES["quick"]["jump"] == 1.0 and SCALES["quick"]["weak_jump"] == 0.12

@@ -381,6 +381,31 @@ def test_solver_failure_is_reported(monkeypatch):
         imbalance_asymptotics(0.1, 2.0, 2.0)
 
 
+def test_solver_accepts_a_stalled_line_search_only_at_a_kkt_point(monkeypatch):
+    # SLSQP may end with status 8 (line search) on the optimum itself, e.g. at Cover's capacity point
+    # under single-threaded BLAS; such a result is kept when it satisfies the KKT conditions ...
+    from scipy import optimize as opt
+    from iclr26.classical.imbalanced_logits import theory
+
+    ref = imbalance_asymptotics(0.2, 1.0, 1.5)
+    real = opt.minimize
+
+    def stalled(*a, **k):
+        res = real(*a, **k)
+        res.success, res.status = False, 8
+        return res
+
+    monkeypatch.setattr(theory.optimize, "minimize", stalled)
+    r = imbalance_asymptotics(0.2, 1.0, 1.5)
+    assert r.kappa == pytest.approx(ref.kappa, abs=1e-9) and r.rho == pytest.approx(ref.rho, abs=1e-9)
+    # ... and rejected at a feasible point that is not optimal (rho off its optimum)
+    x = np.array([0.1, ref.kappa - ref.beta0, ref.kappa + ref.beta0]) * np.array([1.0, 0.5, 0.5])
+    monkeypatch.setattr(theory.optimize, "minimize",
+                        lambda *a, **k: opt.OptimizeResult(success=False, status=8, x=x, fun=-(x[1] + x[2])))
+    with pytest.raises(RuntimeError, match="could not be solved"):
+        imbalance_asymptotics(0.2, 1.0, 1.5)
+
+
 def test_optimal_tau_rejects_non_separable():
     with pytest.raises(ValueError, match=r"^data are not separable at these \(pi, mu_norm, delta\): no max-margin "
                                          r"classifier$"):

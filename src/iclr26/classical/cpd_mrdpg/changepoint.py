@@ -18,9 +18,18 @@ by ``ceil((e - s)/64)``) the statistic
 
 is maximised over t; candidates whose maximum exceeds the threshold ``tau`` are selected
 greedily (largest first, skipping intervals that already contain a selected point).
-Stage 2 (local refinement with low-rank tensor estimates): around each detected ``nu_k`` the
-segment means of ``B`` on both sides are denoised by tensor heteroskedastic PCA (TH-PCA, ranks
-``(d, d, L)``) to ``P_left, P_right`` and
+Stage 2 (local refinement with low-rank tensor estimates), on the window ``s_k = floor((nu_{k-1} +
+nu_k)/2)``, ``e_k = ceil((nu_k + nu_{k+1})/2)`` around each detected ``nu_k``. The official code's
+``refinement1`` (``refinement="cusum"``, the default; the one its simulation wrapper runs) projects
+the CUSUM on the TH-PCA estimate of the jump at ``nu_k``:
+
+    P^ = TH-PCA(A~_{s_k,e_k}(nu_k)), clipped to +-2 sqrt((e_k - nu_k)(nu_k - s_k)/(e_k - s_k)),
+    eta_k = argmax_{s_k < t < e_k} |< P^ / ||P^||, A~_{s_k,e_k}(t) >|,
+
+with ``A~`` from the same half ``A`` as the official code has it (its ``CUSUM_refinement`` builds
+both from ``obj``). ``refinement="least_squares"`` (the official ``refinement2``'s cost on the
+midpoint window): the segment means of ``B`` on both sides are denoised by tensor heteroskedastic
+PCA (TH-PCA, ranks ``(d, d, L)``) to ``P_left, P_right`` and
 
     eta_k = argmin_{s_k < eta < e_k}  sum_{t=s_k+1}^{eta} ||A(t) - P_left||_F^2 + sum_{t=eta+1}^{e_k} ||A(t) - P_right||_F^2,
 
@@ -148,6 +157,9 @@ class MRDPGChangePoint:
     threshold_c : float, default 0.1 (the simulation wrapper uses values in [0.05, 0.25]).
     alpha : float, default sqrt(1/2) (seeded-interval decay). min_len : int, default 4.
     refine : bool, default True (stage 2; False returns the stage-1 estimates).
+    refinement : "cusum" (default) or "least_squares"
+        Stage 2: the official ``refinement1`` (argmax of the CUSUM projected on the TH-PCA jump
+        estimate) or the least-squares cost between the two TH-PCA segment means.
     n_sim : int, default 500 (Monte-Carlo draws for the limiting distribution).
     random_state : int, Generator or None (used only for the Monte-Carlo quantiles).
 
@@ -160,13 +172,14 @@ class MRDPGChangePoint:
     """
 
     def __init__(self, ranks=(5, 5, 4), threshold="auto", threshold_c=0.1, alpha=float(np.sqrt(0.5)),
-                 min_len=4, refine=True, n_sim=500, random_state=None):
+                 min_len=4, refine=True, refinement="cusum", n_sim=500, random_state=None):
         self.ranks = ranks
         self.threshold = threshold
         self.threshold_c = threshold_c
         self.alpha = alpha
         self.min_len = min_len
         self.refine = refine
+        self.refinement = refinement
         self.n_sim = n_sim
         self.random_state = random_state
 
@@ -185,6 +198,10 @@ class MRDPGChangePoint:
             raise ValueError(f"alpha must lie in (0, 1), got {self.alpha!r}")
         if not (isinstance(self.min_len, Integral) and self.min_len >= 2):
             raise ValueError(f"min_len must be an integer >= 2, got {self.min_len!r}")
+        if self.refinement not in ("cusum", "least_squares"):
+            raise ValueError(f"refinement must be 'cusum' or 'least_squares', got {self.refinement!r}")
+        if not isinstance(self.refine, (bool, np.bool_)):
+            raise ValueError(f"refine must be True or False, got {self.refine!r}")
         if not (isinstance(self.n_sim, Integral) and self.n_sim >= 50):
             raise ValueError(f"n_sim must be an integer >= 50, got {self.n_sim!r}")
         A = np.asarray(A, dtype=float)
@@ -242,8 +259,9 @@ class MRDPGChangePoint:
         nu = sorted(c for c, *_ in selected)
         self.stage1_half_ = np.array(nu, dtype=int)
         self._A, self._B = half_A, half_B
+        self._CA = CA
         if self.refine and nu:
-            eta = self._refine(nu)
+            eta = self._refine(nu) if self.refinement == "least_squares" else self._refine_cusum(nu)
         else:
             eta = list(nu)
         self.half_change_points_ = np.array(eta, dtype=int)
@@ -289,6 +307,37 @@ class MRDPGChangePoint:
             m = np.arange(1, e - s)
             cost = np.cumsum(cl)[m - 1] + (np.sum(cr) - np.cumsum(cr)[m - 1])
             out.append(int(s + m[np.argmin(cost)]))
+        return out
+
+    def _refine_cusum(self, nu):
+        """The official ``refinement1``: argmax of the CUSUM projected on the jump estimate at ``nu_k``."""
+        Th = self._A.shape[0]
+        CA = self._CA
+        shape = self._A.shape[1:]
+        bounds = [0, *nu, Th]
+        out = []
+        for k in range(1, len(bounds) - 1):
+            s = (bounds[k - 1] + bounds[k]) // 2
+            e = -(-(bounds[k] + bounds[k + 1]) // 2)
+            v = bounds[k]
+            if e - s <= 1:
+                out.append(v)
+                continue
+            jump = (np.sqrt((e - v) / ((e - s) * (v - s))) * (CA[v] - CA[s])
+                    - np.sqrt((v - s) / ((e - s) * (e - v))) * (CA[e] - CA[v])).reshape(shape)
+            bound = 2.0 * np.sqrt((e - v) * (v - s) / (e - s))
+            P = np.clip(jump if self.ranks is None else th_pca(jump, self.ranks, clip=None), -bound, bound)
+            norm = float(np.linalg.norm(P))
+            if norm == 0.0:
+                out.append(v)
+                continue
+            t = np.arange(s + 1, e)
+            a = np.sqrt((e - t) / ((e - s) * (t - s)))[:, None]
+            b = np.sqrt((t - s) / ((e - s) * (e - t)))[:, None]
+            At = a * (CA[t] - CA[s]) - b * (CA[e] - CA[t])
+            gain = np.abs(At @ P.ravel()) / norm
+            # the official loop keeps the first t whose gain beats the running maximum (started at 0)
+            out.append(int(t[np.argmax(gain)]) if gain.max() > 0 else v)
         return out
 
     def predict(self):

@@ -94,6 +94,25 @@ def _check(pi, mu_norm, delta, tau):
         raise ValueError(f"tau (margin ratio) must be > 0, got {tau!r}")
 
 
+def _kkt_point(z, cons_jac, tol=1e-6):
+    """Whether ``z`` satisfies the first-order conditions of ``max a + b`` under the one constraint.
+
+    SLSQP ends with status 8 ("positive directional derivative in the line search") when it sits on
+    the optimum and ``ftol`` asks for more than double precision gives (it happens at Cover's
+    capacity point, where the solution is ``(0, 0, 0)``, depending on the BLAS threading). Such a
+    result is accepted only when it is a KKT point: ``(0, 1, 1) = -lambda grad c`` with
+    ``lambda > 0``, the ``rho`` component free unless ``rho`` sits on a bound of ``[-1, 1]``.
+    """
+    g = np.asarray(cons_jac(z), dtype=float)
+    if not np.all(np.isfinite(g)) or g[1] >= 0 or g[2] >= 0:
+        return False
+    lam = -2.0 / (g[1] + g[2])
+    resid = [lam * g[1] + 1.0, lam * g[2] + 1.0]
+    if abs(abs(z[0]) - 1.0) > 1e-9:
+        resid.append(lam * g[0])
+    return bool(np.max(np.abs(resid)) < tol)
+
+
 def _solve_symmetric(pi, mu_norm, delta):
     """Solve the tau-free form of the problem.
 
@@ -122,7 +141,8 @@ def _solve_symmetric(pi, mu_norm, delta):
             constraints=[{"type": "ineq", "fun": cons, "jac": cons_jac}],
             options={"ftol": 1e-13, "maxiter": 500},
         )
-        if res.success and cons(res.x) > -1e-7 and (best is None or res.fun < best.fun):
+        if (res.success or (res.get("status") == 8 and _kkt_point(res.x, cons_jac))) and cons(res.x) > -1e-7 \
+                and (best is None or res.fun < best.fun):
             best = res
     if best is None:
         raise RuntimeError("the variational problem could not be solved (SLSQP did not converge)")
