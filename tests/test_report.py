@@ -167,3 +167,18 @@ def test_plot_draws_your_trials_and_colours_by_verdict(tmp_path):
 @pytest.mark.parametrize("kind", report.KINDS)
 def test_every_verdict_has_a_colour(kind):
     assert report.COLOURS[kind].startswith("#")
+
+
+def test_the_readme_times_come_from_the_expected_times():
+    """The README's time sentences are generated from the published trials by the function behind
+    `reproduce`'s estimate and the index's times (one source of truth)."""
+    from pathlib import Path
+
+    from iclr26.harness.store import PUBLISHED_PATH, Store
+
+    if not PUBLISHED_PATH.is_file():
+        pytest.skip("no published results")
+    readme = (Path(report.__file__).resolve().parents[3] / "README.md").read_text()
+    block = readme.split("<!-- times:begin -->\n", 1)[1].split("\n<!-- times:end -->", 1)[0]
+    with Store(PUBLISHED_PATH, readonly=True) as st:
+        assert block == report.times_markdown(report.expected_times(st))

@@ -22,7 +22,8 @@ CHROMIUM = os.environ.get("ICLR26_CHROMIUM") or shutil.which("chromium") or shut
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium binary (apt install chromium, or set ICLR26_CHROMIUM)")
 
 # the verdict colours of the page's style sheet, as the browser reports them
-COLOURS = {"reproduced": "rgb(217, 242, 217)", "notreproduced": "rgb(255, 243, 205)",
+COLOURS = {"reproduced": "rgb(217, 242, 217)", "reproducedsmaller": "rgb(238, 246, 208)",
+           "notreproduced": "rgb(255, 243, 205)",
            "inconclusive": "rgb(231, 238, 247)", "contradicted": "rgb(248, 215, 218)",
            "error": "rgb(248, 215, 218)"}
 
@@ -34,8 +35,14 @@ def site(tmp_path_factory):
 
     if not PUBLISHED_PATH.is_file():
         pytest.skip("no published results to render")
+    from iclr26.harness.store import Store
+
     out = tmp_path_factory.mktemp("site")
-    build_report(out, store_path=out / "no_user_store.sqlite", published_path=PUBLISHED_PATH)
+    mine = out.parent / (out.name + "_runs.sqlite")  # the user's own runs: crc's published trials, copied
+    with Store(PUBLISHED_PATH, readonly=True) as pub, Store(mine) as st:
+        for t in pub.latest_trials("crc", "quick"):
+            st.put_trial(t)
+    build_report(out, store_path=mine, published_path=PUBLISHED_PATH)
     return out
 
 
@@ -81,12 +88,37 @@ def _check_page(page, failed, here: Path, site: Path) -> list[str]:
 
 def test_index_renders_with_colours_images_and_working_links(site, browser):
     page, failed = _open(browser, site / "index.html")
-    assert page.evaluate("document.querySelectorAll('table tr').length") == 76 + 1  # header + every paper
+    assert page.evaluate("document.querySelectorAll('#papers tr').length") == 76 + 1  # header + every paper
     assert page.evaluate("document.images.length") >= 1  # the overview figure
     shown = page.evaluate("Array.from(document.querySelectorAll('td span')).map(s => s.className)")
     assert {"reproduced", "inconclusive"} <= set(shown)  # verdicts are coloured by class
     assert _check_page(page, failed, site / "index.html", site) == []
     page.close()
+
+
+def test_the_index_shows_your_runs(site, browser):
+    page, _ = _open(browser, site / "index.html")
+    section = page.locator("#your-runs")
+    assert section.is_visible()
+    rows = page.evaluate("Array.from(document.querySelectorAll('#your-runs-table tr')).map(r => r.innerText)")
+    assert len(rows) == 2 and rows[1].startswith("crc")  # header + the one paper run
+    assert "claims reproduced" in rows[1]
+    link = page.evaluate("document.querySelector('#your-runs-table a').getAttribute('href')")
+    assert link == "papers/crc.html"
+    page.close()
+
+
+def test_pages_fit_a_1400_px_window(site, browser):
+    """No page is wider than the window: long cells wrap, the verdict column stays on screen."""
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    wide = {}
+    for path in [site / "index.html"] + sorted((site / "papers").glob("*.html")):
+        page.goto(path.as_uri())
+        width = page.evaluate("document.documentElement.scrollWidth")
+        if width > 1400:
+            wide[path.stem] = width
+    page.close()
+    assert wide == {}
 
 
 def test_every_paper_page_renders_and_links_to_the_paper(site, browser):

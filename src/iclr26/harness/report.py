@@ -21,7 +21,7 @@ import numpy as np
 from ..registry import Paper, papers
 from .experiments import claims_for, folder_fingerprint
 from .stats import REPRODUCED
-from .store import Store, core_seconds, fmt_minutes, wall_seconds
+from .store import WALL_ONLY_SHARE, Store, core_seconds, fmt_minutes, wall_seconds
 from .verdicts import judge, judge_paper, select_trials
 
 SCALE_ORDER = ("paper", "quick", "smoke")
@@ -183,6 +183,8 @@ def collect(store: Store, judged: dict | None = None) -> list[dict]:
                 # what each trial takes on a core of its own, as in the runner's estimate
                 core = core_seconds([t.duration_s or 0.0 for t in runs], [t.cpu_s for t in runs])
                 rec["core_s"] = float(sum(core))
+                rec["trial_costs"] = [float(c) for c in core]
+                rec["cpu_timed"] = all(t.cpu_s is not None for t in runs)
                 rec["two_jobs_s"] = float(wall_seconds(core, 2))  # the one expected time: see store.wall_seconds
                 rec["last_run"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime(max(t.finished_at for t in runs)))
                 rec["git_commits"] = sorted({t.git_commit for t in runs if t.git_commit})
@@ -464,6 +466,7 @@ def build_report(out: str | Path = "site", store_path=None, published_path=None,
     _index(out, records, primary, yours)
     if write_readmes:
         _update_block(Path(__file__).resolve().parents[3] / "README.md", "summary", summary_markdown(records))
+        _update_block(Path(__file__).resolve().parents[3] / "README.md", "times", times_markdown(records))
     summary = {"source": primary, "papers": records, "your_runs": yours}
     (out / "summary.json").write_text(json.dumps(_json_clean(summary), indent=1, default=str, allow_nan=False))
     (out / "summary.md").write_text(summary_markdown(records))
@@ -510,6 +513,41 @@ def summary_markdown(records: list[dict]) -> str:
                              for c in r["claims"])
         lines.append(f"| {r['id']} | {r['domain']} | implemented | {n} | {verdicts} |")
     return "\n".join(lines) + "\n"
+
+
+def expected_times(store: Store) -> list[dict]:
+    """Each implemented paper's quick trials at the current code (else its latest) and their expected
+    time with 2 jobs, as :func:`collect` records them, without judging any claim."""
+    out = []
+    for p in papers().values():
+        if p.status != "implemented":
+            continue
+        runs = select_trials(p, "quick", store)[0]
+        if not runs:
+            continue
+        core = core_seconds([t.duration_s or 0.0 for t in runs], [t.cpu_s for t in runs])
+        out.append({"id": p.id, "trial_costs": core, "two_jobs_s": wall_seconds(core, 2), "core_s": sum(core),
+                    "cpu_timed": all(t.cpu_s is not None for t in runs), "runtime_scale": "quick"})
+    return out
+
+
+def times_markdown(records: list[dict]) -> str:
+    """The README's sentences on run times, from the same expected times as `reproduce` and the index."""
+    timed = sorted((r for r in records if r.get("two_jobs_s") and r.get("runtime_scale", "quick") == "quick"),
+                   key=lambda r: r["two_jobs_s"])
+    if not timed:
+        return "No published quick trials to time yet."
+    median = timed[len(timed) // 2]["two_jobs_s"]
+    whole = wall_seconds([c for r in timed for c in r["trial_costs"]], 2)
+    wall_only = [r["id"] for r in timed if not r.get("cpu_timed")]
+    longest = ", ".join(f"{r['id']} ({fmt_minutes(r['two_jobs_s'])})" for r in timed[::-1][:3])
+    return (f"With 2 jobs on a loaded 2-core machine the median paper's quick check takes about {fmt_minutes(median)}, "
+            f"and all {len(timed)} timed papers about {fmt_minutes(whole)}; the longest are {longest}. "
+            f"{len(timed) - len(wall_only)} of them are timed by the CPU seconds of every trial"
+            + (f", the other {len(wall_only)} partly by wall times measured on overloaded machines, taken at "
+               f"{WALL_ONLY_SHARE:g} of a core" if wall_only else "")
+            + ". `reproduce` prints the same estimate for what it is about to run (and one for the machine's load "
+            "at that moment), and the report's index gives each paper's.")
 
 
 def your_runs(mine: list[dict], published: list[dict] | None) -> dict:
