@@ -90,7 +90,7 @@ def cmd_info(args) -> int:
                 entries = []
                 for c in pc.claims:
                     e = _claim_entry(c)
-                    e.update(verdict=vs[c.id].verdict, scale="quick", stale=vs[c.id].stale)
+                    e.update(verdict=vs[c.id].verdict, scale="quick", stale=None)  # stale: marked on the line
                     entries.append(e)
                 stale = any(v.stale for v in vs.values())
                 print(f"{label} {scale}: {tally_words(tally(entries))}" + (" [stale]" if stale else ""))
