@@ -9,6 +9,7 @@ from iclr26.classical.deql import (
     EASERecommender,
     EDLAERecommender,
     deql_closed_form,
+    deql_closed_form_pair,
     deql_expected_loss,
     deql_naive,
     ease_closed_form,
@@ -188,6 +189,34 @@ def test_smoke_experiment_runs():
     n = len(m["recall@20"]["deql"])
     assert n > 50 and all(len(v) == n for arms in m.values() for v in arms.values())
     assert all(0.0 <= x <= 1.0 for arms in m.values() for v in arms.values() for x in v)
+    assert set(m["recall@20"]) == {"deql", "deql_diag0", "edlae", "ease"}
+    assert out["info"]["deql_diag0_selected"]["b"] > 0
+
+
+@pytest.mark.parametrize("b", [0.3, 1.5])
+def test_pair_gives_both_variants_from_one_factorisation(b):
+    X = _data(seed=2)
+    G = X.T @ X
+    free, diag0 = deql_closed_form_pair(G, 0.4, 1.0, b, 3.0)
+    np.testing.assert_allclose(free, deql_naive(G, 0.4, 1.0, b, 3.0, False), atol=1e-10)
+    np.testing.assert_allclose(diag0, deql_naive(G, 0.4, 1.0, b, 3.0, True), atol=1e-10)
+    assert np.all(np.diag(diag0) == 0.0) and np.any(np.abs(np.diag(free)) > 1e-3)
+
+
+def test_closed_form_rejects_a_non_boolean_zero_diagonal():
+    G = _data().T @ _data()
+    with pytest.raises(ValueError, match="^zero_diagonal must be True or False, got 'no'$"):
+        deql_closed_form(G, 0.3, 1.0, 0.5, 1.0, zero_diagonal="no")
+
+
+def test_quick_grid_holds_the_official_variants():
+    from iclr26.classical.deql.experiment import SCALES
+
+    q = SCALES["quick"]
+    # the official config's p values (0.75 included) and an l2 grid wider than what the first run chose
+    assert set(q["p_grid"]) == {0.1, 0.25, 0.5, 0.75}
+    assert min(q["l2_grid"]) < 10.0 and max(q["l2_grid"]) > 640.0
+    assert all(b > 0 for b in q["b_grid"])
 
 
 @pytest.mark.slow

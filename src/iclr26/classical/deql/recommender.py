@@ -42,6 +42,7 @@ __all__ = [
     "EDLAERecommender",
     "EASERecommender",
     "deql_closed_form",
+    "deql_closed_form_pair",
     "deql_naive",
     "deql_expected_loss",
     "edlae_closed_form",
@@ -166,6 +167,22 @@ def deql_closed_form(G, p: float, a: float, b: float, l2: float, zero_diagonal: 
     serve all columns. ``zero_diagonal`` adds the constraint B_jj = 0 (exact, via the solution of
     the same system with right-hand side e_j).
     """
+    if not isinstance(zero_diagonal, (bool, np.bool_)):
+        raise ValueError(f"zero_diagonal must be True or False, got {zero_diagonal!r}")
+    free, diag0 = _deql_solutions(G, p, a, b, l2, zero_diagonal=bool(zero_diagonal))
+    return diag0 if zero_diagonal else free
+
+
+def deql_closed_form_pair(G, p: float, a: float, b: float, l2: float) -> tuple[np.ndarray, np.ndarray]:
+    """Both DEQL minimisers from one factorisation: ``(free diagonal, diag(B) = 0)``.
+
+    The same as ``(deql_closed_form(G, ...), deql_closed_form(G, ..., zero_diagonal=True))`` at the
+    cost of one inverse (a hyperparameter search over both variants needs one per grid point).
+    """
+    return _deql_solutions(G, p, a, b, l2, zero_diagonal=True)
+
+
+def _deql_solutions(G, p, a, b, l2, zero_diagonal):
     G = _check_gram(G)
     p, a, b, l2 = _check_deql_params(p, a, b, l2)
     H0, E, V = _deql_terms(G, p, a, b, l2)
@@ -189,11 +206,12 @@ def deql_closed_form(G, p: float, a: float, b: float, l2: float, zero_diagonal: 
         return R - S2 * y1[None, :] - P * y2[None, :]
 
     B = solve(S1, S1[d, d])
-    if zero_diagonal:
-        U = solve(P, P[d, d])  # column j: (H0 + Delta_j)^{-1} e_j
-        B = B - U * (B[d, d] / U[d, d])[None, :]
-        B[d, d] = 0.0
-    return B
+    if not zero_diagonal:
+        return B, None
+    U = solve(P, P[d, d])  # column j: (H0 + Delta_j)^{-1} e_j
+    B0 = B - U * (B[d, d] / U[d, d])[None, :]
+    B0[d, d] = 0.0
+    return B, B0
 
 
 def deql_naive(G, p: float, a: float, b: float, l2: float, zero_diagonal: bool = False) -> np.ndarray:
