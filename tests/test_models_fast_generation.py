@@ -37,6 +37,28 @@ def mha_lm():
     return model.eval(), tok
 
 
+@pytest.fixture(scope="module")
+def qwen2_bf16_lm():
+    """A random tiny Qwen2 (q/k/v biases, grouped-query attention) in bfloat16, as the Qwen checks load."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from iclr26.models import SimpleTokenizer
+    from iclr26.models.tiny import ARITHMETIC_ALPHABET
+
+    tok = SimpleTokenizer.from_texts([ARITHMETIC_ALPHABET], level="char")
+    cfg = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                      tie_word_embeddings=True, pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id,
+                      eos_token_id=tok.eos_token_id, attn_implementation="sdpa")
+    torch.manual_seed(5)
+    model = Qwen2ForCausalLM(cfg)
+    with torch.no_grad():   # random biases, so the bias path is exercised
+        for layer in model.model.layers:
+            for lin in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj):
+                lin.bias.normal_(0, 0.5)
+    return model.to(torch.bfloat16).eval(), tok
+
+
 PROMPTS = ["Q: 12 + 7 = ?\nA:", "Q: 3 * 4 = ?", "Q: 100 - 58 = ?\nA: 4", "1"]
 
 
@@ -54,7 +76,7 @@ def _assert_same(a, b):
         assert torch.equal(x, y)
 
 
-@pytest.mark.parametrize("fixture", ["char_lm", "mha_lm"])
+@pytest.mark.parametrize("fixture", ["char_lm", "mha_lm", "qwen2_bf16_lm"])
 @pytest.mark.parametrize("batch_size", [1, 4])
 def test_fast_greedy_equals_transformers_bit_for_bit(request, fixture, batch_size):
     model, tok = request.getfixturevalue(fixture)

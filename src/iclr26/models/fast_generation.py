@@ -25,6 +25,8 @@ model generation config that turns on processors this loop does not build).
 """
 from __future__ import annotations
 
+import weakref
+
 import torch
 import torch.nn.functional as F
 
@@ -156,8 +158,35 @@ class CompactDecoder:
                 m.down_proj.bias,
             ))
         self.k = self.v = None
+        self.fused = self.fused_weights = None
+        self.fuse_ok: dict[int, bool] = {}
 
-    def reset(self, batch: int, max_len: int):
+    def _fuse(self, batch: int) -> bool:
+        """Concatenate each layer's q/k/v and gate/up weights into one matrix each (one GEMM instead of
+        three and two) if, on this BLAS and at this batch, the fused product's columns equal the
+        separate products bit for bit (checked on the first layer with random inputs)."""
+        ln1, _, wq, bq, wk, bk, wv, bv, *_ = self.layers[0]
+        wg, bg, wu, bu = self.layers[0][14:18]
+        if any(b is not None for b in (bq, bk, bv, bg, bu)):
+            return False
+        gen = torch.Generator(device="cpu").manual_seed(0)
+        for rows in sorted({1, batch}):   # the decoding steps' GEMM sizes (the prompt pass stays unfused)
+            x = torch.randn((rows, 1, wq.shape[1]), generator=gen).to(wq.dtype)
+            sep = torch.cat([F.linear(x, wq), F.linear(x, wk), F.linear(x, wv)], -1)
+            if not torch.equal(sep, F.linear(x, torch.cat([wq, wk, wv]))):
+                return False
+            sep = torch.cat([F.linear(x, wg), F.linear(x, wu)], -1)
+            if not torch.equal(sep, F.linear(x, torch.cat([wg, wu]))):
+                return False
+        if self.fused_weights is None:
+            self.fused_weights = [(torch.cat([L[2], L[4], L[6]]), (L[2].shape[0], L[4].shape[0], L[6].shape[0]),
+                                   torch.cat([L[14], L[16]]), L[14].shape[0]) for L in self.layers]
+        return True
+
+    def reset(self, batch: int, max_len: int, fuse: bool = True):
+        if fuse and batch not in self.fuse_ok:
+            self.fuse_ok[batch] = self._fuse(batch)
+        self.fused = self.fused_weights if fuse and self.fuse_ok[batch] else None
         w = self.layers[0][2]
         hd = self.layers[0][10]
         shape = (batch, self.n_kv, max_len, hd)
@@ -171,13 +200,19 @@ class CompactDecoder:
         cos, sin = self.rotary(h, position_ids=position_ids)
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         n_rep = self.n_heads // self.n_kv
+        fused = self.fused
         for i, (ln1, e1, wq, bq, wk, bk, wv, bv, wo, bo, hd, scale, ln2, e2, wg, bg, wu, bu, wd, bd) in \
                 enumerate(self.layers):
             residual = h
             x = _rms(h, ln1, e1)
-            q = F.linear(x, wq, bq).view(B, T, -1, hd).transpose(1, 2)
-            k = F.linear(x, wk, bk).view(B, T, -1, hd).transpose(1, 2)
-            v = F.linear(x, wv, bv).view(B, T, -1, hd).transpose(1, 2)
+            if fused is not None and T == 1:
+                wqkv, split, wgu, n_gate = fused[i]
+                q, k, v = F.linear(x, wqkv).split(split, dim=-1)
+            else:
+                q, k, v = F.linear(x, wq, bq), F.linear(x, wk, bk), F.linear(x, wv, bv)
+            q = q.reshape(B, T, -1, hd).transpose(1, 2)
+            k = k.reshape(B, T, -1, hd).transpose(1, 2)
+            v = v.reshape(B, T, -1, hd).transpose(1, 2)
             q = (q * cos) + (_rotate_half(q) * sin)
             k = (k * cos) + (_rotate_half(k) * sin)
             self.k[i][:, :, start:end] = k
@@ -203,9 +238,31 @@ class CompactDecoder:
             h = residual + F.linear(o, wo, bo)
             residual = h
             x = _rms(h, ln2, e2)
-            h = residual + F.linear(F.silu(F.linear(x, wg, bg)) * F.linear(x, wu, bu), wd, bd)
+            if fused is not None and T == 1:
+                g, u = F.linear(x, wgu).split((n_gate, wgu.shape[0] - n_gate), dim=-1)
+            else:
+                g, u = F.linear(x, wg, bg), F.linear(x, wu, bu)
+            h = residual + F.linear(F.silu(g) * u, wd, bd)
         h = _rms(h[:, -1:, :], *self.norm)
         return F.linear(h, *self.lm)[:, -1].to(copy=True, dtype=torch.float32)
+
+
+_DECODERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _weights_state(model):
+    return tuple((p.data_ptr(), p._version) for p in model.parameters())
+
+
+def compact_decoder(model) -> CompactDecoder:
+    """The :class:`CompactDecoder` of ``model``, kept between calls while its parameters are the same
+    tensors, unmodified (an optimizer step or a weight load builds a new one)."""
+    state = _weights_state(model)
+    entry = _DECODERS.get(model)
+    if entry is None or entry[0] != state:
+        entry = (state, CompactDecoder(model))
+        _DECODERS[model] = entry
+    return entry[1]
 
 
 def _prefill_mask(model, embeds, attention_mask, position_ids):
@@ -218,10 +275,11 @@ def _prefill_mask(model, embeds, attention_mask, position_ids):
 
 def decode(model, input_ids, attention_mask, max_new_tokens: int, *, do_sample: bool, temperature: float = 1.0,
            top_p: float = 1.0, logits_processor=None, stop_ids=(), pad_id: int = 0, min_new_tokens: int = 0,
-           return_scores: bool = False, compact: bool | None = None):
+           return_scores: bool = False, compact: bool | None = None, fuse: bool = True):
     """Decode one left-padded batch; returns ``(new_ids (B, n), scores)`` like transformers' ``generate``
     (``sequences[:, L:]`` and its processed per-step ``scores``, a tuple of ``(B, vocab)`` float32, or
-    ``None``). ``compact=None`` uses :class:`CompactDecoder` where :func:`compact_supported`."""
+    ``None``). ``compact=None`` uses :class:`CompactDecoder` where :func:`compact_supported`;
+    ``fuse=False`` keeps its q/k/v and gate/up products separate (for measuring what fusing buys)."""
     from transformers import (LogitsProcessorList, MinNewTokensLengthLogitsProcessor, TemperatureLogitsWarper,
                               TopPLogitsWarper)
 
@@ -249,8 +307,8 @@ def decode(model, input_ids, attention_mask, max_new_tokens: int, *, do_sample: 
     scores = [] if return_scores else None
     with (torch.inference_mode() if compact else torch.no_grad()):
         if compact:
-            dec = CompactDecoder(model)
-            dec.reset(B, L + max_new_tokens)
+            dec = compact_decoder(model)
+            dec.reset(B, L + max_new_tokens, fuse=fuse)
             full_mask = torch.ones((B, L + max_new_tokens), dtype=torch.bool, device=device)
             full_mask[:, :L] = mask2d.bool()
             mask = _prefill_mask(model, dec.embed(input_ids[:, :1]).expand(B, L, -1), mask2d, position_ids) \

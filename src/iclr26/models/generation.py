@@ -78,7 +78,8 @@ def generate(
     ancestral sampling with the given temperature and nucleus ``top_p`` (no top-k cut). ``seed``
     seeds torch's global generator once before the first batch, so a call is reproducible.
     ``logits_processor`` (a transformers ``LogitsProcessor`` or list) runs at every step after the
-    built-in ones. Extra keyword arguments go to ``model.generate`` (e.g. ``min_new_tokens``).
+    built-in processors (``min_new_tokens``) and, as in transformers, before the sampling warpers
+    (temperature, then top-p). Extra keyword arguments go to ``model.generate`` (e.g. ``min_new_tokens``).
 
     ``engine="fast"`` decodes with :func:`iclr26.models.fast_generation.decode` instead of
     ``model.generate``: for Llama/Qwen2 models without hooks a compact forward with a preallocated KV
@@ -93,6 +94,8 @@ def generate(
     distribution the next token was chosen from), truncated after the first stop token.
     With ``return_token_ids=True`` the generated token ids (same truncation) are appended to the
     returned tuple: ``(completions, ids)`` or ``(completions, scores, ids)``.
+
+    A prompt that tokenizes to no tokens (e.g. ``""``) raises ``ValueError`` naming it.
     """
     import torch
 
