@@ -208,12 +208,13 @@ def render_scene(rng: np.random.Generator, *, n_objects: int | tuple[int, int] =
         for _attempt in range(200):
             side = int(rng.integers(min_side, max_side + 1))
             if cell is not None:
+                # integer corners whose box centre x0 + side/2 lies in the cell: c*size/3 <= . < (c+1)*size/3
                 r, c = POSITIONS.index(cell) // 3, POSITIONS.index(cell) % 3
-                lo_x, hi_x = c * size / 3, (c + 1) * size / 3
-                lo_y, hi_y = r * size / 3, (r + 1) * size / 3
-                cx = rng.uniform(max(lo_x, side / 2), min(hi_x, size - side / 2) - 1e-6)
-                cy = rng.uniform(max(lo_y, side / 2), min(hi_y, size - side / 2) - 1e-6)
-                x0, y0 = int(round(cx - side / 2)), int(round(cy - side / 2))
+                xs = [x for x in range(0, size - side + 1) if position_of((x + side / 2, size / 2), size).endswith(COLS[c])]
+                ys = [y for y in range(0, size - side + 1) if position_of((size / 2, y + side / 2), size).startswith(ROWS[r])]
+                if not xs or not ys:
+                    continue
+                x0, y0 = int(rng.choice(xs)), int(rng.choice(ys))
             else:
                 x0, y0 = int(rng.integers(0, size - side + 1)), int(rng.integers(0, size - side + 1))
             box = (x0, y0, x0 + side, y0 + side)
