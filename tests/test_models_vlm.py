@@ -163,14 +163,16 @@ def test_generate_with_cache_matches_without(tiny):
 
 def test_boxes_and_points_generated_as_text():
     """A tiny VLM fitted to two items answers with a box and a point the checker accepts."""
-    from iclr26.models.vlm_train import _answer_loss
+    from iclr26.models.vlm_train import answer_batch, answer_loss
 
     model, proc = vlm.random_vlm(seed=2, text_hidden=48)
     items = [_items("box", 1)[0], _items("point", 1)[0]]
+    batch, mask = answer_batch(proc, items)
+    assert proc.tokenizer.decode(batch["input_ids"][0][mask[0]]) == " " + items[0].answer + "<end_of_utterance>"
     model.train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     for _ in range(80):
-        loss = _answer_loss(model, proc, items)
+        loss = answer_loss(model, batch, mask)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -332,3 +334,26 @@ def test_models_prepare_dispatches_tiny_vlm(monkeypatch):
     assert rows["tiny-vlm"]["arch"] == "idefics3"
     with pytest.raises(ValueError, match="unknown bundled model"):
         models.prepare("tiny-vlm:x")
+
+
+def test_accuracy_table_and_page(tmp_path):
+    from iclr26.models import vlm_train
+
+    assert "No seed is built" in vlm_train.accuracy_table(tmp_path)
+    for s, acc in ((0, 0.9), (2, 0.7)):
+        d = vlm_train.seed_dir(s, tmp_path)
+        d.mkdir(parents=True)
+        (d / "eval.json").write_text(json.dumps({"colour": dict(accuracy=acc, chance=1 / 6, n=40, examples=[]),
+                                                 "read_pseudo": dict(accuracy=0.1, chance=0.0, n=40, examples=[])}))
+        (d / "build.json").write_text(json.dumps(dict(cpu_s=dict(tower=600, connector=300, lora=900, eval=60),
+                                                      threads=1, tower_eval=dict(read_seen=0.8))))
+    table = vlm_train.accuracy_table(tmp_path)
+    assert "| colour | 0.17 | 0.90 | 0.70 |" in table and "| read (pseudo-words) | 0.00 | 0.10 | 0.10 |" in table
+    assert "read_seen 0.80" in table and "| 2 | 600 | 300 | 900 | 60 | 1 |" in table
+    page = tmp_path / "PAGE.md"
+    page.write_text("x\n<!-- tiny-vlm:begin -->\nold\n<!-- tiny-vlm:end -->\ny\n")
+    vlm_train.write_page(page, tmp_path)
+    assert "old" not in page.read_text() and table in page.read_text() and page.read_text().endswith("y\n")
+    page.write_text("no markers")
+    with pytest.raises(ValueError, match="markers"):
+        vlm_train.write_page(page, tmp_path)

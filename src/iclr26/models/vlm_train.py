@@ -36,7 +36,7 @@ from .vlm import DEFAULT_VISION
 
 __all__ = ["Recipe", "DEFAULT_RECIPE", "TowerPretrainer", "prepare_tiny_vlm", "tiny_vlm_root", "seed_dir",
            "is_built", "built_seeds", "evaluate_vlm", "evaluate_tower", "pixel_shuffle", "pixel_values_of",
-           "FORMAT"]
+           "FORMAT", "accuracy_table", "write_page", "LORA_TARGETS", "answer_batch", "answer_loss"]
 
 #: bump when the recipe or layout changes, so stale folders are rebuilt
 FORMAT = 1
@@ -412,10 +412,11 @@ def _lm_batch(recipe: Recipe, seed: int, stage: int, step: int):
     return [vt.make_item(task, rng, size=size, words="mixed") for _ in range(recipe.lm_batch)]
 
 
-def _answer_loss(model, processor, items):
-    """Cross-entropy of the answer tokens (``" answer<end_of_utterance>"``) given image and question."""
+def answer_batch(processor, items):
+    """``(batch, answer_mask)`` for supervised training on ``items`` (:class:`VisionItem` or anything
+    with ``images``, ``question`` and ``answer``): the chat prompt followed by
+    ``" answer<end_of_utterance>"``; ``answer_mask`` is True at those answer tokens."""
     import torch
-    import torch.nn.functional as F
 
     from .vlm import vlm_inputs
 
@@ -429,13 +430,23 @@ def _answer_loss(model, processor, items):
         if ids[i, -len(ans):].tolist() != ans:
             raise RuntimeError(f"answer tokens of {it.answer!r} do not close the prompt: tokenization not separable")
         mask[i, -len(ans):] = True
+    return batch, mask
+
+
+def answer_loss(model, batch, mask):
+    """Mean cross-entropy of the tokens where ``mask`` is True, each predicted from the position before
+    it (the output layer runs on those positions only)."""
+    import torch.nn.functional as F
+
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    out = base.model(**batch)
-    h = out.last_hidden_state
-    # predict token t from position t - 1
+    h = base.model(**batch).last_hidden_state
     pos = mask[:, 1:]
     logits = base.lm_head(h[:, :-1][pos])
-    return F.cross_entropy(logits, ids[:, 1:][pos])
+    return F.cross_entropy(logits, batch["input_ids"][:, 1:][pos])
+
+
+def _answer_loss(model, processor, items):
+    return answer_loss(model, *answer_batch(processor, items))
 
 
 def _trainables(model, stage: str):
@@ -614,3 +625,51 @@ def prepare_tiny_vlm(seed: int = 0, *, recipe: Recipe = DEFAULT_RECIPE, root: Pa
         finally:
             bar.close()
     return out
+
+
+# ------------------------------------------------------------------------------------------ the page
+_PAGE_BEGIN, _PAGE_END = "<!-- tiny-vlm:begin -->", "<!-- tiny-vlm:end -->"
+_ROW_NAMES = dict(read="read (seen words)", read_unseen="read (held-out words)", read_pseudo="read (pseudo-words)")
+
+
+def accuracy_table(root: Path | None = None) -> str:
+    """Markdown: accuracy per task of every built seed on held-out items (with chance levels), the
+    tower's own head accuracies, and CPU seconds per stage, from each seed's ``eval.json`` /
+    ``build.json``."""
+    root = root or tiny_vlm_root()
+    seeds = built_seeds(root)
+    if not seeds:
+        return "_No seed is built on this machine yet: `iclr26 models prepare tiny-vlm`._"
+    evals = {s: json.loads((seed_dir(s, root) / "eval.json").read_text()) for s in seeds}
+    builds = {s: json.loads((seed_dir(s, root) / "build.json").read_text()) for s in seeds}
+    tasks = list(evals[seeds[0]])
+    lines = ["| task | chance | " + " | ".join(f"seed {s}" for s in seeds) + " |",
+             "|---|---|" + "---|" * len(seeds)]
+    for t in tasks:
+        ch = evals[seeds[0]][t]["chance"]
+        accs = " | ".join(f"{evals[s][t]['accuracy']:.2f}" if t in evals[s] else "" for s in seeds)
+        lines.append(f"| {_ROW_NAMES.get(t, t)} | {ch:.2f} | {accs} |")
+    n = evals[seeds[0]][tasks[0]]["n"] if tasks else 0
+    lines.append("")
+    lines.append(f"Greedy decoding, {n} held-out items per task (test split, seed 1000 + model seed).")
+    tower = builds[seeds[0]]["tower_eval"]
+    lines += ["", "Tower heads alone (200 held-out images each): "
+              + ", ".join(f"{k} {v:.2f}" for k, v in tower.items()) + "."]
+    lines += ["", "| seed | tower CPU-s | connector CPU-s | LoRA CPU-s | eval CPU-s | threads |", "|---|---|---|---|---|---|"]
+    for s in seeds:
+        c = builds[s]["cpu_s"]
+        lines.append(f"| {s} | {c['tower']:.0f} | {c['connector']:.0f} | {c['lora']:.0f} | {c['eval']:.0f} | "
+                     f"{builds[s]['threads']} |")
+    return "\n".join(lines)
+
+
+def write_page(page: Path | None = None, root: Path | None = None) -> Path:
+    """Rewrite the table between the markers of ``TINY_VLM.md`` from the built seeds."""
+    page = page or Path(__file__).with_name("TINY_VLM.md")
+    text = page.read_text()
+    if _PAGE_BEGIN not in text or _PAGE_END not in text:
+        raise ValueError(f"{page} lacks the markers {_PAGE_BEGIN} / {_PAGE_END}")
+    head, rest = text.split(_PAGE_BEGIN, 1)
+    _, tail = rest.split(_PAGE_END, 1)
+    page.write_text(head + _PAGE_BEGIN + "\n" + accuracy_table(root) + "\n" + _PAGE_END + tail)
+    return page
