@@ -82,10 +82,39 @@ def load_adapter(name: str, path: str | os.PathLike, *, dtype=None, merge: bool 
     return (model.merge_and_unload(), tok) if merge else (model, tok)
 
 
+#: deprecated ``TrainingArguments`` names (transformers 5.x) and the names that replace them
+_RENAMED_ARGS = (("gradient_checkpointing", "activation_checkpointing"),
+                 ("gradient_checkpointing_kwargs", "activation_checkpointing_kwargs"))
+
+
+def _current_names(config_cls, kw: dict) -> dict:
+    """``kw`` with the deprecated checkpointing names spelled as ``config_cls`` now wants them.
+
+    Where the class has ``activation_checkpointing`` (transformers >= 5.x), a ``gradient_checkpointing``
+    passed by the caller, or else the class's own default for it (TRL's trainers default it to True),
+    is passed as ``activation_checkpointing``: the same setting, without the deprecated alias.
+    """
+    import dataclasses
+    if not dataclasses.is_dataclass(config_cls):
+        return kw
+    fields = {f.name: f for f in dataclasses.fields(config_cls)}
+    for old, new in _RENAMED_ARGS:
+        if new not in fields or new in kw:
+            continue
+        if old in kw:
+            kw[new] = kw.pop(old)
+        elif old in fields and fields[old].default not in (None, dataclasses.MISSING):
+            kw[new] = fields[old].default
+    return kw
+
+
 def trl_args(config_cls, output_dir: str | os.PathLike, **overrides):
     """A TRL config (``DPOConfig``, ``GRPOConfig``, ...) with CPU defaults: no reporting, no
-    checkpoints, CPU device, seed 0, logging every step. ``overrides`` win."""
+    checkpoints, CPU device, seed 0, logging every step. ``overrides`` win.
+
+    ``gradient_checkpointing`` (deprecated in transformers 5.x) is passed on as
+    ``activation_checkpointing`` where the config has it; so is the config's own default for it."""
     base = dict(output_dir=str(output_dir), report_to=[], save_strategy="no", use_cpu=True, seed=0,
                 logging_steps=1, disable_tqdm=True)
     base.update(overrides)
-    return config_cls(**base)
+    return config_cls(**_current_names(config_cls, base))

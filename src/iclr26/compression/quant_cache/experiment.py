@@ -145,7 +145,7 @@ def run(scale: str, seed: int) -> dict:
         m["worst_single"] = max(m["quant"], m["cache"])
         metrics[f"log_mse_{tag}"] = m
     # trivial level: FP samples of the same labels from other noises (a shift by 10 images)
-    unrelated = float(np.log(((x_fp - torch.roll(x_fp, 10, 0)) ** 2).mean()))
+    unrelated = float(np.log(((x_fp - torch.roll(x_fp, 10, 0)) ** 2).mean().numpy()))  # numpy scalar: same float32 log
 
     # sample quality (Frechet distance in a classifier's feature space, test split): for the page
     Xte, _ = D.load_digits_8x8("test")
