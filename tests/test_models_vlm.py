@@ -150,6 +150,11 @@ def test_image_splitting_adds_tiles_with_row_col_tokens():
     with torch.no_grad():
         out = model(**b)
     assert torch.isfinite(out.logits).all()
+    # a processor without splitting, switched on afterwards, makes the same inputs
+    _, plain = vlm.random_vlm(seed=1)
+    b2 = vlm.vlm_inputs(vlm.with_image_splitting(plain), [[img]], ["What is this?"])
+    assert torch.equal(b2["input_ids"], b["input_ids"]) and torch.equal(b2["pixel_values"], b["pixel_values"])
+    assert not plain.image_processor.do_image_splitting
 
 
 def test_generate_with_cache_matches_without(tiny):

@@ -34,7 +34,7 @@ __all__ = [
     "HUB_MODEL", "IMAGE_TOKENS", "ROW_COL_TOKENS", "TinyVisionSpec", "DEFAULT_VISION", "byte_tokenizer",
     "add_vlm_tokens", "make_processor", "vlm_config", "random_vlm", "vlm_from_text_model", "load_vlm",
     "save_vlm", "image_token_mask", "vision_layers", "text_layers", "connector", "text_model", "vision_model", "vlm_inputs", "chat_prompt",
-    "generate_answers", "hub_config", "image_seq_len",
+    "generate_answers", "hub_config", "image_seq_len", "with_image_splitting",
 ]
 
 HUB_MODEL = "HuggingFaceTB/SmolVLM-256M-Instruct"
@@ -113,6 +113,20 @@ def make_processor(tokenizer, *, image_size: int, patch_size: int, scale_factor:
     return Idefics3Processor(image_processor=ip, tokenizer=tokenizer,
                              image_seq_len=image_seq_len(image_size, patch_size, scale_factor),
                              chat_template=_chat_template())
+
+
+def with_image_splitting(processor, split_edge: int | None = None):
+    """A copy of ``processor`` that splits images into tiles of the tower's size (with
+    ``<row_r_col_c>`` tokens) plus a global view; ``split_edge`` (default twice the tile size) is the
+    longest edge an image is resized to before splitting. The model is unchanged."""
+    import copy
+
+    new = copy.deepcopy(processor)
+    ip = new.image_processor
+    tile = int(ip.max_image_size["longest_edge"])
+    ip.do_image_splitting = True
+    ip.size = {"longest_edge": int(split_edge or 2 * tile)}
+    return new
 
 
 def vlm_config(text_config, vision: dict, *, scale_factor: int, image_token_id: int, pad_token_id: int | None = None,
