@@ -244,6 +244,8 @@ def test_sklearn_clone_and_params():
         (dict(batch_size=0), "^batch_size must be an integer > 0, got 0$"),
         (dict(batch_size=10.0), "^batch_size must be an integer > 0, got 10.0$"),
         (dict(dual_lr=-1.0), "^dual_lr must be a finite number > 0, got -1.0$"),
+        (dict(dual_schedule="linear"), "^dual_schedule must be 'constant' or 'sqrt', got 'linear'$"),
+        (dict(averaging="yes"), "^averaging must be True or False, got 'yes'$"),
         (dict(decision_problem="knapsack"), r"^decision_problem must be 'portfolio' or an object with "
                                             r"solve_box\(lo, hi\) and loss\(y, z\), got 'knapsack'$"),
         (dict(decision_problem=object()), "^decision_problem must be 'portfolio'"),
@@ -294,6 +296,16 @@ def test_lagrangian_step_equation():
     two = ConformalRobustnessControl(steps=2, **kw).fit(X, Y)
     assert two.dual_ == pytest.approx(2 * 0.7 * (0.8 - g), rel=1e-6)
     assert two.train_losses_[1] == pytest.approx(r.mean() + one.dual_ * (0.8 - g), rel=1e-6)
+    # the multiplier's path is recorded; with averaging (the default) dual_ is its mean over the
+    # second half of the steps: steps 3 and 4 of 4 on the frozen set, (3 + 4) / 2 dual steps
+    four = ConformalRobustnessControl(steps=4, **kw).fit(X, Y)
+    np.testing.assert_allclose(four.dual_trace_, np.arange(1, 5) * 0.7 * (0.8 - g), rtol=1e-6)
+    assert four.dual_ == pytest.approx(3.5 * 0.7 * (0.8 - g), rel=1e-6)
+    last = ConformalRobustnessControl(steps=4, averaging=False, **kw).fit(X, Y)
+    assert last.dual_ == pytest.approx(4 * 0.7 * (0.8 - g), rel=1e-6)
+    # the decaying schedule: eta / sqrt(t) at step t
+    decay = ConformalRobustnessControl(steps=2, dual_schedule="sqrt", averaging=False, **kw).fit(X, Y)
+    assert decay.dual_ == pytest.approx(0.7 * (0.8 - g) * (1 + 1 / np.sqrt(2)), rel=1e-6)
     # a satisfied constraint (alpha = 0.9: target 0.1) keeps the multiplier at 0
     loose = ConformalRobustnessControl(steps=2, **dict(kw, alpha=0.9)).fit(X, Y)
     assert loose.dual_ == 0.0
@@ -346,7 +358,7 @@ def test_hidden_layers_build_an_mlp():
 def test_documented_defaults():
     assert ConformalRobustnessControl().get_params() == dict(
         decision_problem="portfolio", alpha=0.1, sigma=0.1, hidden=0, width_hidden=0, steps=1500, lr=1e-2,
-        dual_lr=2.0, batch_size=512, random_state=None)
+        dual_lr=2.0, dual_schedule="constant", averaging=True, batch_size=512, random_state=None)
     assert ConformalCRO().get_params() == dict(
         decision_problem="portfolio", alpha=0.1, hidden=0, steps=1500, lr=1e-2, batch_size=512, random_state=None)
     assert ConformalCRO(random_state=4).get_params()["random_state"] == 4
@@ -442,9 +454,25 @@ def test_smoke_experiment_runs():
     from iclr26.classical.crc.experiment import run
 
     out = run("smoke", 0)
+    m = out["metrics"]
     for metric in ("robustness", "certificate", "decision_loss"):
-        assert set(out["metrics"][metric]) == {"cal_crc", "crc", "cro"}
-        assert all(np.isfinite(v) for v in out["metrics"][metric].values())
+        assert set(m[metric]) == {"cal_crc", "crc", "cal_crc_last", "cro"}
+        assert all(np.isfinite(v) for v in m[metric].values())
+    # the certificate effect is a ratio of mean certificates, CRC over CRO
+    for arm in ("cal_crc", "cal_crc_last"):
+        assert m["certificate_ratio"][arm] == pytest.approx(m["certificate"][arm] / m["certificate"]["cro"])
+
+
+def test_certificate_ratio_needs_a_positive_baseline():
+    from iclr26.classical.crc.experiment import certificate_ratio
+
+    assert certificate_ratio(1.16, 3.794) == pytest.approx(0.3057, abs=1e-4)
+    with pytest.raises(ValueError, match=r"^baseline certificate must be > 0 for a ratio, got -0\.5$"):
+        certificate_ratio(1.0, -0.5)
+    with pytest.raises(ValueError, match="^baseline certificate must be > 0"):
+        certificate_ratio(1.0, 0.0)
+    with pytest.raises(ValueError, match="^certificates must be finite"):
+        certificate_ratio(float("nan"), 1.0)
 
 
 def test_negative_radius_never_inverts_the_box():
@@ -459,3 +487,38 @@ def test_negative_radius_never_inverts_the_box():
     crc.radius_ = -10.0  # a calibration that shrinks the box far below its learned width
     lo, hi = crc.predict_set(X)
     assert np.all(lo <= hi)
+
+
+def test_averaged_fit_is_the_mean_of_the_last_iterates(monkeypatch):
+    # Polyak-Ruppert averaging over the second half of the steps: with 6 steps, the fitted half-width
+    # model is the mean of the iterates after steps 4, 5 and 6 (recorded here from the same run)
+    from iclr26.classical.crc import estimator as est
+
+    X, Y = _data(300, 22)
+    seen = []
+    real_train = est.train
+
+    def recording_train(model, opt, data, steps, loss_fn, step_fn=None, **kw):
+        if step_fn is None:
+            return real_train(model, opt, data, steps, loss_fn, **kw)
+
+        def wrapped(m, o, b):
+            out = step_fn(m, o, b)
+            seen.append([q.detach().clone() for q in m.parameters()])
+            return out
+
+        return real_train(model, opt, data, steps, loss_fn, step_fn=wrapped, **kw)
+
+    monkeypatch.setattr(est, "train", recording_train)
+    kw = dict(alpha=0.1, lr=5e-2, batch_size=100, steps=6, random_state=5)
+    avg = ConformalRobustnessControl(**kw).fit(X, Y)
+    assert len(seen) == 6
+    for i, q in enumerate(avg.width_net_.parameters()):
+        ref = sum(it[i] for it in seen[3:]) / 3
+        np.testing.assert_allclose(q.detach().numpy(), ref.numpy(), rtol=1e-10, atol=1e-12)
+        assert not np.allclose(q.detach().numpy(), seen[-1][i].numpy())   # not the last iterate
+    assert avg.dual_ == pytest.approx(np.mean(avg.dual_trace_[3:]), rel=1e-12)
+    seen.clear()
+    last = ConformalRobustnessControl(averaging=False, **kw).fit(X, Y)
+    for i, q in enumerate(last.width_net_.parameters()):
+        np.testing.assert_array_equal(q.detach().numpy(), seen[-1][i].numpy())
