@@ -362,3 +362,16 @@ def test_accuracy_table_and_page(tmp_path):
     page.write_text("no markers")
     with pytest.raises(ValueError, match="markers"):
         vlm_train.write_page(page, tmp_path)
+
+
+def test_a_tower_of_another_recipe_is_not_reused(tmp_path):
+    from iclr26.models import vlm_train
+
+    r = _tiny_recipe()
+    out = tmp_path / "tower-0"
+    out.mkdir()
+    vlm_train._save(dict(recipe=replace(r, tower_steps=99).key(), tower={}, eval={}, cpu_s=0.0), out / "tower.pt")
+    with pytest.raises(RuntimeError, match="another tower recipe"):
+        vlm_train._run_tower(r, tmp_path, vlm_train._Progress(1, "t", False))
+    # LM-stage settings are not part of the tower's identity
+    assert vlm_train._tower_key(replace(r, lora_steps=7)) == vlm_train._tower_key(r)

@@ -356,19 +356,33 @@ def _lr_at(step: int, total: int, lr: float, warmup: int = 10) -> float:
     return lr * 0.5 * (1 + np.cos(np.pi * (step - warmup) / max(1, total - warmup)))
 
 
+_TOWER_FIELDS = ("vision", "scale_factor", "tower_seed", "tower_steps", "tower_batch", "tower_lr")
+
+
+def _tower_key(recipe) -> dict:
+    key = recipe.key() if isinstance(recipe, Recipe) else dict(recipe)
+    return {k: key.get(k) for k in _TOWER_FIELDS}
+
+
 def _run_tower(recipe: Recipe, root: Path, progress: _Progress) -> dict:
     import torch
 
     out = root / f"tower-{recipe.tower_seed}"
     final = out / "tower.pt"
+    want = _tower_key(recipe)
     if final.exists():
+        state = _load(final)
+        if _tower_key(state["recipe"]) != want:
+            raise RuntimeError(f"{final} was trained with another tower recipe; delete {out} to rebuild it")
         progress.update(recipe.tower_steps)
-        return _load(final)
+        return state
     out.mkdir(parents=True, exist_ok=True)
     net = _build_pretrainer(recipe)
     opt = torch.optim.AdamW(net.parameters(), lr=recipe.tower_lr, weight_decay=0.01)
     start, cpu0 = 0, 0.0
     ck = out / "progress.pt"
+    if ck.exists() and "recipe" in (partial := _load(ck)) and _tower_key(partial["recipe"]) != want:
+        ck.unlink()                              # a partial run of another recipe: start afresh
     if ck.exists():
         st = _load(ck)
         net.load_state_dict(st["net"])
@@ -390,7 +404,7 @@ def _run_tower(recipe: Recipe, root: Path, progress: _Progress) -> dict:
         progress.update(1, loss=f"{loss.item():.3f}")
         if (step + 1) % recipe.checkpoint_every == 0 and step + 1 < recipe.tower_steps:
             _save(dict(net=net.state_dict(), opt=opt.state_dict(), step=step + 1,
-                       cpu_s=cpu0 + time.process_time() - t0), ck)
+                       cpu_s=cpu0 + time.process_time() - t0, recipe=recipe.key()), ck)
     cpu = cpu0 + time.process_time() - t0
     acc = evaluate_tower(net, recipe)
     state = dict(tower=net.tower.state_dict(), heads={k: v for k, v in net.state_dict().items()
