@@ -290,18 +290,21 @@ def test_confidence_intervals_by_hand():
     sig_l = np.sqrt(sum(np.sum((half_A[t] - Pl) * psi) ** 2 for t in range(eta)) / (eta - 1))
     sig_r = np.sqrt(sum(np.sum((half_A[t] - Pr) * psi) ** 2 for t in range(eta, 40)) / (40 - eta - 1))
     ci = cis[0]
-    assert ci.estimate == 2 * eta
+    # centred at the least-squares re-estimate (official construct_CI runs refinement2 first)
+    centre = model._refine([eta])[0]
+    assert ci.estimate == 2 * centre
     assert (ci.kappa, ci.sigma_left, ci.sigma_right) == (pytest.approx(kappa), pytest.approx(sig_l), pytest.approx(sig_r))
     # the simulated quantiles move with the last digits of sigma (a path's argmin can flip), so they are drawn
     # with the sigmas just checked and the estimator's random stream
     q = limiting_quantiles(ci.sigma_left, ci.sigma_right, (0.05, 0.95), 300, np.random.default_rng(9))
-    assert ci.lower == pytest.approx(2 * (eta - q[1] / kappa ** 2))
-    assert ci.upper == pytest.approx(2 * (eta - q[0] / kappa ** 2))
+    assert ci.lower == pytest.approx(2 * (centre - q[1] / kappa ** 2))
+    assert ci.upper == pytest.approx(2 * (centre - q[0] / kappa ** 2))
     assert ci.lower < ci.estimate < ci.upper
 
 
 def test_confidence_interval_without_a_jump_is_unbounded():
-    model = MRDPGChangePoint(ranks=None, n_sim=100, random_state=0)
+    # least-squares fit: the intervals sit at the fitted points (no second refinement on flat segments)
+    model = MRDPGChangePoint(ranks=None, refinement="least_squares", n_sim=100, random_state=0)
     rng = np.random.default_rng(0)
     A = (rng.random((12, 5, 5, 2)) < 0.3).astype(float)
     model._A, model._B = A, np.repeat(A[:1], 12, axis=0)         # identical B graphs: both segment means agree
@@ -438,3 +441,14 @@ def test_experiment_arms_and_settings():
     assert out["info"]["paper_jump"]["kernel_pen"] == SCALES["smoke"]["kernel_pen"]["paper"]
     assert out["info"]["weak_jump"]["kernel_pen"] == SCALES["smoke"]["kernel_pen"]["weak"]
     assert SCALES["quick"]["jump"] == 1.0 and SCALES["quick"]["weak_jump"] == 0.12
+
+
+def test_intervals_are_centred_by_the_official_refinement2():
+    # the weak-jump case with a false alarm: refinement1 keeps half-times (15, 21), refinement2 moves them to (17, 20)
+    A, _, _ = simulate_dmrdpg(T=80, n=20, L=2, d=3, change_points=(40,), jump=0.3, random_state=0)
+    m = MRDPGChangePoint(ranks=(3, 3, 2), n_sim=100, random_state=0).fit(A)
+    centres = m._refine(m.half_change_points_.tolist())
+    assert centres != m.half_change_points_.tolist()
+    assert [ci.estimate for ci in m.confidence_intervals()] == [2 * c for c in centres]
+    ls = MRDPGChangePoint(ranks=(3, 3, 2), refinement="least_squares", n_sim=100, random_state=0).fit(A)
+    assert [ci.estimate for ci in ls.confidence_intervals()] == ls.change_points_.tolist()

@@ -350,12 +350,20 @@ class MRDPGChangePoint:
             raise RuntimeError("this MRDPGChangePoint is not fitted yet: call fit(A) first")
 
     def confidence_intervals(self, level: float = 0.95) -> list[ConfidenceInterval]:
-        """Intervals for each change point from the limiting distribution (original time units)."""
+        """Intervals for each change point from the limiting distribution (original time units).
+
+        As in the official ``construct_CI``: after the projected-CUSUM refinement (``refinement1``) each
+        interval is centred at the least-squares re-estimate (``refinement2``, the midpoint window
+        around the fitted change points), while the jump size and the variances come from the
+        segments between the fitted change points. After ``refinement="least_squares"`` the fitted
+        points are the centres.
+        """
         self._check_fitted()
         if not (isinstance(level, Real) and 0 < level < 1):
             raise ValueError(f"level must lie in (0, 1), got {level!r}")
         rng = np.random.default_rng(self.random_state)
         eta = self.half_change_points_.tolist()
+        centre = self._refine(eta) if (self.refine and self.refinement == "cusum" and eta) else list(eta)
         Th = self._A.shape[0]
         bounds = [0, *eta, Th]
         out = []
@@ -364,7 +372,7 @@ class MRDPGChangePoint:
             diff = Pr - Pl
             kappa = float(np.linalg.norm(diff))
             if kappa == 0:
-                out.append(ConfidenceInterval(2 * eta[k - 1], -np.inf, np.inf, 0.0, np.nan, np.nan))
+                out.append(ConfidenceInterval(2 * centre[k - 1], -np.inf, np.inf, 0.0, np.nan, np.nan))
                 continue
             psi = (diff / kappa).ravel()
             sig = []
@@ -372,9 +380,9 @@ class MRDPGChangePoint:
                 proj = (self._A[a:b].reshape(b - a, -1) - P.ravel()) @ psi
                 sig.append(float(np.sqrt(np.sum(proj ** 2) / max(b - a - 1, 1))))
             q = limiting_quantiles(sig[0], sig[1], ((1 - level) / 2, (1 + level) / 2), self.n_sim, rng)
-            lo = eta[k - 1] - q[1] / kappa ** 2
-            hi = eta[k - 1] - q[0] / kappa ** 2
-            out.append(ConfidenceInterval(2 * eta[k - 1], 2 * lo, 2 * hi, kappa, sig[0], sig[1]))
+            lo = centre[k - 1] - q[1] / kappa ** 2
+            hi = centre[k - 1] - q[0] / kappa ** 2
+            out.append(ConfidenceInterval(2 * centre[k - 1], 2 * lo, 2 * hi, kappa, sig[0], sig[1]))
         return out
 
 
