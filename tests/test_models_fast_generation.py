@@ -217,3 +217,37 @@ def test_smollm2_fast_sampling_scores_and_draws_equal_transformers(smol):
     model, tok = smol
     prompts = ["The capital of France is", "Once upon a time, in a land far"]
     _assert_same(*_both(model, tok, prompts, 6, batch_size=2, do_sample=True, temperature=0.7, top_p=0.9, seed=5))
+
+
+def test_fast_path_sees_weights_changed_in_place():
+    """An optimizer step (an in-place update) between two calls: the second call decodes the new weights."""
+    model, tok = random_char_lm(seed=9)
+    first = generate(model, tok, PROMPTS, 6, engine="fast", return_token_ids=True)[1]
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.5)
+    assert generate(model, tok, PROMPTS, 6, engine="fast", return_token_ids=True)[1] == \
+        generate(model, tok, PROMPTS, 6, return_token_ids=True)[1] != first
+
+
+def test_fast_with_rebalance_steering_equals_transformers():
+    """ReBalance's steering (forward pre-hooks on the model and a decoder layer that read the fed ids
+    and shift hidden states): the same tokens, the same scores and the same steering events."""
+    from iclr26.decoding.rebalance import ReBalanceConfig, ReBalanceSteerer
+
+    from iclr26.models.testing import widen_
+
+    model, tok = random_char_lm(seed=0)
+    widen_(model, 0.4, 0)   # peaked next-token distributions, as in ReBalance's own tests
+    torch.manual_seed(1)
+    cfg = ReBalanceConfig(vector=torch.randn(model.config.hidden_size) * 3.0, layer=1, tau_c_low=0.5,
+                          tau_c_high=0.99, tau_v_low=0.001, tau_v_high=0.01, strength=200.0)
+    runs = {}
+    for engine in ("transformers", "fast"):
+        with ReBalanceSteerer(model, tok, cfg, sep="a") as st:
+            out = generate(model, tok, ["q: 12+7=\n", "q: 3+4?\n"], 20, return_scores=True,
+                           return_token_ids=True, engine=engine)
+            runs[engine] = (out, list(st.coefs))
+    _assert_same(runs["transformers"][0], runs["fast"][0])
+    assert runs["transformers"][1] == runs["fast"][1]
+    assert runs["fast"][1], "the steering never fired: the test would not exercise the hooks"

@@ -139,7 +139,6 @@ class CompactDecoder:
     def __init__(self, model):
         inner = model.model
         cfg = model.config
-        self.model = model
         self.embed = inner.embed_tokens
         self.rotary = inner.rotary_emb
         self.norm = (inner.norm.weight, inner.norm.variance_epsilon)
@@ -355,4 +354,6 @@ def decode(model, input_ids, attention_mask, max_new_tokens: int, *, do_sample: 
                                                 position_ids=last_pos, logits_to_keep=1)
                 logits = out.logits[:, -1].to(copy=True, dtype=torch.float32)
                 del out
+    if compact:
+        dec.k = dec.v = None   # the cache is per call; the decoder (and any fused weights) stays
     return seqs[:, L : L + n], (tuple(scores) if return_scores else None)
