@@ -1,6 +1,7 @@
 """Loading a paper's experiment module and checking what it returns."""
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
 import math
@@ -114,14 +115,57 @@ def _json_safe(value, where: str):
 NOT_FINGERPRINTED = ("README.md", "claims.toml")
 
 
-def folder_fingerprint(paper: Paper) -> str:
-    """sha256 over the paper folder's files that determine its measurements."""
+def _without_docstrings(tree: ast.AST) -> ast.AST:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                    and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def code_bytes(name: str, data: bytes) -> bytes:
+    """What of a file can change a measurement: for Python source the code without its docstrings
+    and comments (``ast.unparse`` of the syntax tree with docstrings dropped), so that correcting a
+    docstring, a comment or the layout does not mark trials stale; any other file (or source that
+    does not parse) as it is."""
+    if name.endswith(".py"):
+        try:
+            return ast.unparse(_without_docstrings(ast.parse(data.decode("utf-8")))).encode()
+        except (SyntaxError, UnicodeDecodeError, ValueError, RecursionError):
+            pass
+    return data
+
+
+def folder_fingerprint_of(files: dict[str, bytes]) -> str:
+    """The fingerprint of a paper folder given its files (path relative to the folder -> bytes)."""
     h = hashlib.sha256()
-    for p in sorted(paper.folder.rglob("*")):
-        if p.is_file() and "__pycache__" not in p.parts and p.name not in NOT_FINGERPRINTED:
-            h.update(str(p.relative_to(paper.folder)).encode())
-            h.update(p.read_bytes())
+    for rel in sorted(files):
+        if Path(rel).name in NOT_FINGERPRINTED or "__pycache__" in Path(rel).parts:
+            continue
+        h.update(rel.encode())
+        h.update(code_bytes(rel, files[rel]))
     return h.hexdigest()[:16]
+
+
+def legacy_folder_fingerprint_of(files: dict[str, bytes]) -> str:
+    """The fingerprint trials recorded before code hashing: over the files' bytes (for migrating them)."""
+    h = hashlib.sha256()
+    for rel in sorted(files):
+        if Path(rel).name in NOT_FINGERPRINTED or "__pycache__" in Path(rel).parts:
+            continue
+        h.update(rel.encode())
+        h.update(files[rel])
+    return h.hexdigest()[:16]
+
+
+def folder_fingerprint(paper: Paper) -> str:
+    """sha256 over the code of the paper folder's files that determine its measurements (see
+    :func:`code_bytes`: docstrings, comments and layout do not count)."""
+    files = {str(p.relative_to(paper.folder)): p.read_bytes() for p in paper.folder.rglob("*")
+             if p.is_file() and "__pycache__" not in p.parts and p.name not in NOT_FINGERPRINTED}
+    return folder_fingerprint_of(files)
 
 
 @lru_cache(maxsize=1)
@@ -148,28 +192,43 @@ NUMERIC_PACKAGES = {"numpy": "numpy", "scipy": "scipy", "torch": "torch", "trans
 
 
 @lru_cache(maxsize=4096)
-def _sha(path: str, mtime_ns: int, size: int) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()[:16]
+def _sha(path: str, mtime_ns: int, size: int, code: bool) -> str:
+    data = Path(path).read_bytes()
+    return hashlib.sha256(code_bytes(path, data) if code else data).hexdigest()[:16]
 
 
 def file_hash(path: Path) -> str | None:
-    """sha256 (16 hex digits) of a file, or None when it no longer exists."""
+    """sha256 (16 hex digits) of a file's bytes, or None when it no longer exists."""
     try:
         st = path.stat()
     except OSError:
         return None
-    return _sha(str(path), st.st_mtime_ns, st.st_size)
+    return _sha(str(path), st.st_mtime_ns, st.st_size, False)
+
+
+def code_hash(path: Path) -> str | None:
+    """sha256 (16 hex digits) of a file's code (:func:`code_bytes`), or None when it no longer exists."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return _sha(str(path), st.st_mtime_ns, st.st_size, True)
+
+
+def code_hash_of(name: str, data: bytes) -> str:
+    return hashlib.sha256(code_bytes(name, data)).hexdigest()[:16]
 
 
 def measured_dependencies(modules: dict | None = None) -> dict:
     """What the finished experiment depended on: every project module it imported, hashed, and the
-    versions of the number-changing packages it imported.
+    versions of the number-changing packages it imported. Each module is recorded by the hash of its
+    code (``code``: docstrings and comments do not count) and of its bytes (``files``).
 
     Called by the worker after ``run()``, so imports made inside functions count too. The harness and
     the CLI are left out: they judge and drive trials, they do not measure.
     """
     modules = sys.modules if modules is None else modules
-    files, packages = {}, {}
+    files, code, packages = {}, {}, {}
     for name, mod in list(modules.items()):
         if name.split(".")[0] in NUMERIC_PACKAGES and "." not in name:
             try:
@@ -186,10 +245,11 @@ def measured_dependencies(modules: dict | None = None) -> dict:
             rel = path.relative_to(PACKAGE_ROOT)
         except ValueError:
             continue
-        h = file_hash(path)
-        if h is not None:
-            files[str(rel)] = h
-    return {"files": dict(sorted(files.items())), "packages": dict(sorted(packages.items()))}
+        h, c = file_hash(path), code_hash(path)
+        if h is not None and c is not None:
+            files[str(rel)], code[str(rel)] = h, c
+    return {"files": dict(sorted(files.items())), "code": dict(sorted(code.items())),
+            "packages": dict(sorted(packages.items()))}
 
 
 @lru_cache(maxsize=64)
@@ -214,7 +274,9 @@ def staleness(trial, fingerprint: str | None = None) -> str | None:
     if not deps:
         reasons.append("its dependencies were not recorded")
         return "; ".join(reasons)
-    changed = [rel for rel, h in deps.get("files", {}).items() if file_hash(PACKAGE_ROOT / rel) != h]
+    code = deps.get("code", {})  # trials recorded before code hashing have byte hashes only
+    changed = [rel for rel, h in deps.get("files", {}).items()
+               if (code_hash(PACKAGE_ROOT / rel) != code[rel] if rel in code else file_hash(PACKAGE_ROOT / rel) != h)]
     if changed:
         shown = ", ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
         reasons.append(f"changed since: {shown}")
