@@ -30,7 +30,7 @@ import weakref
 import torch
 import torch.nn.functional as F
 
-__all__ = ["CompactDecoder", "compact_supported", "decode", "fast_supported", "has_forward_hooks"]
+__all__ = ["CompactDecoder", "compact_decoder", "compact_supported", "decode", "fast_supported", "has_forward_hooks"]
 
 # GenerationConfig fields that make transformers add a processor (or change the loop) when active,
 # with their inactive values. A request whose merged config activates any of them falls back.
