@@ -97,12 +97,12 @@ def migrate(store_path: Path, dry_run: bool = False) -> dict:
             t = Store._trial(row)
             counts["trials"] += 1
             deps = t.deps or {}
-            if "code" in deps:
-                counts["already"] += 1
-                continue
             commit = (t.git_commit or "").split("+")[0]
             new_fp = t.fingerprint
             folder = folders.get(t.paper)
+            if folder is not None and t.fingerprint == folder_fingerprint_of(
+                    now_cache.setdefault(t.paper, _folder_files_now(folder))):
+                folder = None  # already the code fingerprint of the folder now
             if folder is not None:
                 now = now_cache.setdefault(t.paper, _folder_files_now(folder))
                 files = now if legacy_folder_fingerprint_of(now) == t.fingerprint else None
@@ -117,8 +117,10 @@ def migrate(store_path: Path, dry_run: bool = False) -> dict:
                     counts["folder_migrated"] += 1
                 else:
                     counts["folder_kept"] += 1
-            new_deps = None
-            if t.deps is not None:
+            new_deps = t.deps
+            if "code" in deps:
+                counts["already"] += 1
+            elif t.deps is not None:
                 code = {}
                 for rel, h in t.deps.get("files", {}).items():
                     data = _versions(rel).get(h)
@@ -128,7 +130,8 @@ def migrate(store_path: Path, dry_run: bool = False) -> dict:
                     else:
                         counts["modules_kept"] += 1
                 new_deps = {**t.deps, "code": code}
-            updates.append((t, new_fp, new_deps))
+            if new_fp != t.fingerprint or new_deps is not t.deps:
+                updates.append((t, new_fp, new_deps))
         if dry_run:
             return counts
         groups: dict[tuple, list] = {}
