@@ -134,3 +134,17 @@ def test_chance_levels_and_bad_input():
         vt.localiser_stimuli("faces", 1)
     with pytest.raises(ValueError, match="cell"):
         vt.render_scene(np.random.default_rng(0), n_objects=1, cell="north")
+
+
+def test_text_starts_at_the_left_and_wide_strings_fit():
+    rng = np.random.default_rng(1)
+    for w in ("wwwww", "mmmmm", "house", "ant"):
+        img, box = vt.render_text(w, rng, font_size=14)
+        assert 1 <= box[0] <= 4 and box[2] <= 64 - 2
+        dark = np.flatnonzero((np.asarray(img).sum(-1) < 300).any(0))
+        assert dark[0] == box[0] and dark[-1] == box[2] - 1          # the box is the ink's extent
+    img, box, centres = vt.render_text("house", rng, layout=True)
+    assert len(centres) == 5 and all(box[0] <= x <= box[2] and box[1] <= y <= box[3] for x, y in centres)
+    assert [x for x, _ in centres] == sorted(x for x, _ in centres)
+    starts = {vt.render_text("cat", rng, anywhere=True)[1][0] for _ in range(20)}
+    assert max(starts) > 10

@@ -244,6 +244,9 @@ def _glyph(ch: str, font, false_font: bool) -> np.ndarray:
     im = Image.new("L", (w + 2, h + 2), 0)
     ImageDraw.Draw(im).text((1 - l, 1 - t), ch, fill=255, font=font)
     m = np.array(im) > 96
+    cols = np.flatnonzero(m.any(0))
+    if cols.size:
+        m = m[:, cols[0]:cols[-1] + 1]           # the ink's own width: letters and false glyphs alike
     if false_font:
         m = m[::-1, :]
         half = m.shape[1] // 2
@@ -251,37 +254,56 @@ def _glyph(ch: str, font, false_font: bool) -> np.ndarray:
     return m
 
 
-def render_text(text: str, rng: np.random.Generator, *, size: int = 64, false_font: bool = False,
-                font_size: int | None = None) -> tuple[Image.Image, tuple[int, int, int, int]]:
-    """Draw ``text`` (dark ink, random font size, position and shade) on a light background.
-
-    Returns ``(image, box)`` with the pixel box of the ink. ``false_font`` draws each character as
-    its false-font glyph (see :func:`_glyph`). Raises ValueError when the text cannot fit.
-    """
-    if not text or not isinstance(text, str):
-        raise ValueError("text must be a non-empty string")
-    fs = int(font_size if font_size is not None else rng.choice(_FONT_SIZES))
+def _text_mask(text: str, fs: int, false_font: bool, centres: list | None = None) -> np.ndarray:
     font = _font(fs)
     glyphs = [_glyph(ch, font, false_font) for ch in text]
-    gap = 1
+    gap = 2
     height = max(g.shape[0] for g in glyphs)
     width = sum(g.shape[1] for g in glyphs) + gap * (len(glyphs) - 1)
-    if width > size - 2 or height > size - 2:
-        raise ValueError(f"text {text!r} at font size {fs} is {width}x{height}px: does not fit in {size}px")
     mask = np.zeros((height, width), bool)
     x = 0
     for g in glyphs:
         y = height - g.shape[0] if not false_font else 0   # a false glyph hangs from the top
         mask[y:y + g.shape[0], x:x + g.shape[1]] |= g
+        if centres is not None:
+            centres.append((x + g.shape[1] / 2, y + g.shape[0] / 2))
         x += g.shape[1] + gap
+    return mask
+
+
+def render_text(text: str, rng: np.random.Generator, *, size: int = 64, false_font: bool = False,
+                font_size: int | None = None, anywhere: bool = False, layout: bool = False):
+    """Draw ``text`` (dark ink, random font size and shade) on a light background.
+
+    The text starts 1-4 px from the left edge at a random height (``anywhere=True``: at a random
+    place), so the k-th letter sits at about the same place in every image. A drawn font size too
+    large for the string falls back to the next smaller one. Returns ``(image, box)`` with the pixel
+    box of the ink (``layout=True``: ``(image, box, centres)`` with each character's centre in pixels). ``false_font`` draws each character as its false-font glyph (see
+    :func:`_glyph`). Raises ValueError when the text cannot fit at any size.
+    """
+    if not text or not isinstance(text, str):
+        raise ValueError("text must be a non-empty string")
+    fs = int(font_size if font_size is not None else rng.choice(_FONT_SIZES))
+    sizes = [fs] + [f for f in sorted(_FONT_SIZES, reverse=True) if f < fs]
+    for f in sizes:
+        centres: list = []
+        mask = _text_mask(text, f, false_font, centres)
+        height, width = mask.shape
+        if width <= size - 6 and height <= size - 2:
+            break
+    else:
+        raise ValueError(f"text {text!r} at font size {fs} is {width}x{height}px: does not fit in {size}px")
     img = _background(rng, size)
     arr = np.array(img)
-    x0 = int(rng.integers(1, size - width))
+    x0 = int(rng.integers(1, size - width)) if anywhere else int(rng.integers(1, 5))
     y0 = int(rng.integers(1, size - height))
     ink = rng.integers(0, 70, size=3)
     region = arr[y0:y0 + height, x0:x0 + width]
     region[mask] = ink
-    return Image.fromarray(arr, "RGB"), (x0, y0, x0 + width, y0 + height)
+    img, box = Image.fromarray(arr, "RGB"), (x0, y0, x0 + width, y0 + height)
+    if layout:
+        return img, box, [(x0 + cx, y0 + cy) for cx, cy in centres]
+    return img, box
 
 
 # ---------------------------------------------------------------------------------------------- items

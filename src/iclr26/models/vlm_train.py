@@ -166,15 +166,19 @@ def _build_pretrainer(recipe: Recipe):
             self.read_out = nn.Sequential(nn.GELU(), nn.Linear(256, 27))
             self.dense = nn.Sequential(nn.Linear(d, 256), nn.GELU(), nn.Linear(256, 1 + len(vt.COLOURS) + len(vt.SHAPES) + 4))
             self.count = nn.Linear(d, 6)
+            self.patch_letter = nn.Linear(v["hidden_size"], 27)   # the letter centred in each patch, or none
 
         def tokens(self, pixel_values):
             h = self.tower(pixel_values=pixel_values).last_hidden_state
             return pixel_shuffle(h, self.s)
 
-        def forward(self, pixel_values):
-            z = self.norm(self.tokens(pixel_values))
+        def forward(self, pixel_values, patches: bool = False):
+            h = self.tower(pixel_values=pixel_values).last_hidden_state
+            z = self.norm(pixel_shuffle(h, self.s))
             att = torch.einsum("qd,btd->bqt", self.read_queries, self.read_key(z)) / z.shape[-1] ** 0.5
             read = self.read_out(torch.einsum("bqt,btv->bqv", att.softmax(-1), self.read_val(z)))
+            if patches:
+                return read, self.dense(z), self.count(z.mean(1)), self.patch_letter(h)
             return read, self.dense(z), self.count(z.mean(1))
 
     torch.manual_seed(recipe.tower_seed)
@@ -191,7 +195,9 @@ def _tower_batch(recipe: Recipe, step: int, n: int, split: str = "train", kinds=
     cell_px = size / grid
     rng = np.random.default_rng(np.random.SeedSequence([recipe.tower_seed, 11, 0 if split == "train" else 1, step]))
     seen, _ = vt.lexicon_split()
+    side = size // recipe.vision["patch_size"]
     images, letters, dense_obj, dense_col, dense_shp, dense_box, counts = [], [], [], [], [], [], []
+    patch_letters = []
     for i in range(n):
         kind = kinds[i % len(kinds)] if kinds else rng.choice(["scene", "cell", "word", "word", "pseudo"],
                                                                p=[0.35, 0.15, 0.25, 0.1, 0.15])
@@ -200,6 +206,7 @@ def _tower_batch(recipe: Recipe, step: int, n: int, split: str = "train", kinds=
         shp = np.full((grid, grid), -100, np.int64)
         box = np.zeros((grid, grid, 4), np.float32)
         lab = np.full(_SLOTS, -100, np.int64)
+        plab = np.full((side, side), _END, np.int64)
         cnt = -100
         if kind in ("scene", "cell"):
             if kind == "scene":
@@ -227,9 +234,12 @@ def _tower_batch(recipe: Recipe, step: int, n: int, split: str = "train", kinds=
                 w = vt.pseudowords(1, rng)[0]
             else:
                 w = vt.consonant_strings(1, rng)[0]
-            img, _ = vt.render_text(w, rng, size=size)
+            img, _, centres = vt.render_text(w, rng, size=size, layout=True)
             lab[:] = _END
             lab[:len(w)] = [_LETTERS.index(ch) for ch in w]
+            patch = size / side
+            for ch, (cx, cy) in zip(w, centres):
+                plab[min(side - 1, int(cy / patch)), min(side - 1, int(cx / patch))] = _LETTERS.index(ch)
             cnt = 0
         images.append(img)
         letters.append(lab)
@@ -238,7 +248,8 @@ def _tower_batch(recipe: Recipe, step: int, n: int, split: str = "train", kinds=
         dense_shp.append(shp.reshape(-1))
         dense_box.append(box.reshape(-1, 4))
         counts.append(cnt)
-    return images, dict(letters=np.stack(letters), obj=np.stack(dense_obj), col=np.stack(dense_col),
+        patch_letters.append(plab.reshape(-1))
+    return images, dict(letters=np.stack(letters), patch_letters=np.stack(patch_letters), obj=np.stack(dense_obj), col=np.stack(dense_col),
                         shp=np.stack(dense_shp), box=np.stack(dense_box), count=np.array(counts))
 
 
@@ -252,7 +263,7 @@ def _tower_loss(net, pixel_values, tg):
     import torch
     import torch.nn.functional as F
 
-    read, dense, count = net(pixel_values)
+    read, dense, count, patch_letter = net(pixel_values, patches=True)
     T = torch.as_tensor
     cells, grid = net.cells, net.grid
     obj = T(_reorder_cells(tg["obj"], cells, grid))
@@ -271,6 +282,9 @@ def _tower_loss(net, pixel_values, tg):
     if (letters >= 0).any():
         loss = loss + F.cross_entropy(read.reshape(-1, 27), letters.reshape(-1), ignore_index=-100)
     loss = loss + 0.5 * F.cross_entropy(count, T(tg["count"]), ignore_index=-100)
+    # every patch: the letter whose centre lies in it, or none (a local task that gives the tower
+    # letter features early; the slot reader then only has to put them in order)
+    loss = loss + F.cross_entropy(patch_letter.reshape(-1, 27), T(tg["patch_letters"]).reshape(-1))
     return loss
 
 
