@@ -101,7 +101,7 @@ def test_words_pseudowords_and_false_fonts():
         assert box[2] - box[0] == fbox[2] - fbox[0]
         assert not np.array_equal(np.asarray(img), np.asarray(ff))
     with pytest.raises(ValueError, match="does not fit"):
-        vt.render_text("abcdefghij", rng, font_size=14)
+        vt.render_text("abcdefghijklmnopqrstuvwxyz", rng, font_size=14)
 
 
 @pytest.mark.parametrize("category", vt.LOCALISER_CATEGORIES)

@@ -277,14 +277,14 @@ def render_text(text: str, rng: np.random.Generator, *, size: int = 64, false_fo
 
     The text starts 1-4 px from the left edge at a random height (``anywhere=True``: at a random
     place), so the k-th letter sits at about the same place in every image. A drawn font size too
-    large for the string falls back to the next smaller one. Returns ``(image, box)`` with the pixel
+    large for the string falls back to smaller ones (down to 8). Returns ``(image, box)`` with the pixel
     box of the ink (``layout=True``: ``(image, box, centres)`` with each character's centre in pixels). ``false_font`` draws each character as its false-font glyph (see
     :func:`_glyph`). Raises ValueError when the text cannot fit at any size.
     """
     if not text or not isinstance(text, str):
         raise ValueError("text must be a non-empty string")
     fs = int(font_size if font_size is not None else rng.choice(_FONT_SIZES))
-    sizes = [fs] + [f for f in sorted(_FONT_SIZES, reverse=True) if f < fs]
+    sizes = list(range(fs, 7, -1))
     for f in sizes:
         centres: list = []
         mask = _text_mask(text, f, false_font, centres)
