@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from iclr26.rl.sse import FailureAwareGraphPlanner, FlatHER, FrontierReplayBuffer, GoalQ, GridMaze, SSEAgent
-from iclr26.rl.sse.experiment import ARMS, MAZE, make_agent, random_success, run
+from iclr26.rl.sse.experiment import (ARMS, EPS_GRID, EVAL_SEED, KINDS, MAZE, Q_GRID, SEEDS, TUNED, VALIDATION_EVAL_SEED,
+                                      VALIDATION_SEEDS, build, evaluate, make_agent, random_success, run, tune)
 
 SMALL = ["#######",
          "#S..#.#",
@@ -298,14 +299,17 @@ def test_make_agent_and_random_floor():
     env = GridMaze(MAZE)
     assert make_agent("sse", env, 0).mode == "fer" and make_agent("sse_no_fer", env, 0).mode == "her"
     assert isinstance(make_agent("flat_her", env, 0), FlatHER)
-    assert ARMS == ("sse", "sse_no_fer", "sse_q0", "sse_no_fer_q0", "flat_her", "flat_q_opt")
-    assert make_agent("sse", env, 0).qh.min() == 1.0 and make_agent("sse_no_fer", env, 0).qh.min() == 1.0
+    assert ARMS == ("sse", "sse_no_fer", "sse_q0", "sse_no_fer_q0", "flat_her", "flat_q", "flat_q_opt")
+    q_sse = TUNED["sse"]["q_init"]
+    assert make_agent("sse", env, 0).qh.min() == q_sse and make_agent("sse_no_fer", env, 0).qh.max() == q_sse
     q0, h0 = make_agent("sse_q0", env, 0), make_agent("sse_no_fer_q0", env, 0)
     assert (q0.mode, h0.mode) == ("fer", "her") and q0.qh.max() == 0.0 and h0.qh.max() == 0.0
     flat = make_agent("flat_her", env, 0)
-    assert flat.low.q.max() == 0.0 and flat.low.her_k == 4
+    assert flat.low.q.max() == TUNED["flat_her"]["q_init"] and flat.low.her_k == 4 and flat.eps == TUNED["flat_her"]["eps"]
+    fq = make_agent("flat_q", env, 0)
+    assert fq.low.q.min() == TUNED["flat_q"]["q_init"] and fq.low.her_k == 0 and fq.eps == TUNED["flat_q"]["eps"]
     opt = make_agent("flat_q_opt", env, 0)
-    assert isinstance(opt, FlatHER) and opt.low.q.min() == 1.0 and opt.low.her_k == 0
+    assert isinstance(opt, FlatHER) and opt.low.q.min() == 1.0 and opt.low.her_k == 0 and opt.eps == 0.2
     with pytest.raises(ValueError, match="unknown arm"):
         make_agent("hiro", env, 0)
     assert random_success(GridMaze(MAZE, slip=0.1, max_steps=200), 20, 0).mean() == 0.0
@@ -595,7 +599,7 @@ def test_optimistic_start_of_the_flat_learners():
     q.update(0, 1, 2, 1)                              # not the goal: target 0.95 * max Q[2, 1] = 0.95
     assert q.q[0, 1, 1] == pytest.approx(1.0 + 0.5 * (0.95 - 1.0))
     assert np.all(GoalQ(3, 2).q == 0.0)
-    with pytest.raises(ValueError, match="q_init must be finite"):
+    with pytest.raises(ValueError, match="q_init must be a finite number"):
         GoalQ(3, 2, q_init=float("nan"))
     flat = FlatHER(GridMaze(SMALL), q_init=1.0, her_k=0)
     assert np.all(flat.low.q == 1.0) and flat.low.her_k == 0
@@ -628,3 +632,180 @@ def test_execute_deletes_a_timed_out_waypoint_for_the_rest_of_the_step():
     assert goals_after_timeout(False) == [9, 9, 9, 9]
     assert goals_after_timeout(True) == [9, 9, 1, 1]  # around the deleted cell 9 (through row 0)
     assert SSEAgent(GridMaze(SMALL)).delete_failed_waypoints is False
+
+
+# ----------------------------------------------------------------------------- tuning, budgets, input checks
+def test_tuned_settings_come_from_the_grid_on_disjoint_seeds():
+    assert set(TUNED) == set(KINDS)
+    for kind in ("flat_q", "flat_her"):
+        assert TUNED[kind]["q_init"] in Q_GRID and TUNED[kind]["eps"] in EPS_GRID
+    assert TUNED["sse"]["q_init"] in Q_GRID and TUNED["sse"]["eps"] == 0.2
+    # the optimum is interior or the grid spans 0 to the largest return
+    assert min(Q_GRID) == 0.0 and max(Q_GRID) == 1.0 and len(Q_GRID) >= 5
+    trial_seeds = {1000 + s for s in range(max(SEEDS.values()))}
+    assert not trial_seeds & set(VALIDATION_SEEDS)
+    assert VALIDATION_EVAL_SEED - EVAL_SEED >= 1000               # no evaluation episode is shared
+
+
+def test_tune_ranks_by_success_then_steps():
+    rows = tune("flat_q", "smoke", seeds=(2000,), q_grid=(0.0, 1.0), eps_grid=(0.2,))
+    assert [set(r) for r in rows] == [{"q_init", "eps", "success", "steps"}] * 2
+    assert {r["q_init"] for r in rows} == {0.0, 1.0}
+    keys = [(-r["success"], r["steps"]) for r in rows]
+    assert keys == sorted(keys)
+    assert all(0.0 <= r["success"] <= 1.0 and 0 < r["steps"] <= 200 for r in rows)
+    with pytest.raises(ValueError, match="unknown agent kind"):
+        build("hiro", GridMaze(MAZE), 0, 0.0, 0.2)
+
+
+def test_evaluate_counts_steps_with_failures_at_the_horizon():
+    env = GridMaze(["######", "#S..G#", "######"], slip=0.0, max_steps=30)
+    agent = FlatHER(env, q_init=0.0, her_k=0, seed=0)
+    agent.low.q[:, :, 3] = 1.0                                   # always right: 3 steps
+    succ, steps, high = evaluate(agent, 3, seed=5)
+    assert succ.tolist() == [1.0] * 3 and steps.tolist() == [3.0] * 3 and np.isnan(high).all()
+    agent.low.q[:] = 0.0
+    agent.low.q[:, :, 2] = 1.0                                   # always left: never arrives
+    succ, steps, _ = evaluate(agent, 2, seed=5)
+    assert succ.tolist() == [0.0, 0.0] and steps.tolist() == [30.0, 30.0]
+    sse = SSEAgent(GridMaze(CORRIDOR, slip=0.0, max_steps=60), eps=0.0, seed=0)
+    succ, steps, high = evaluate(sse, 2, seed=0)
+    assert succ.shape == steps.shape == high.shape == (2,) and np.all(high >= 1)
+
+
+def test_sse_learn_stops_exactly_at_the_budget():
+    for budget in (1, 137, 600):
+        env = SpyMaze(SMALL, slip=0.1, max_steps=60)
+        agent = SSEAgent(env, seed=2).learn(budget)
+        assert env.n_steps == budget
+        assert len(agent.low.q) and np.isfinite(agent.qh).all()
+    env = SpyMaze(SMALL, slip=0.0, max_steps=60)
+    flat = FlatHER(env, seed=2).learn(137)
+    assert env.n_steps == 137
+    env = GridMaze(CORRIDOR, slip=0.0, max_steps=60)
+    agent = SSEAgent(env, eps=0.0, seed=0)
+    greedy_right(agent)
+    ok, t, n_high = agent.run_episode(seed=0, train=True, t_max=2)
+    assert (ok, t) == (False, 2)                                 # cut as a truncation after 2 steps
+    assert agent.buffer.rows[len(agent.buffer) - 1, 4] == 1.0 or agent.buffer.counts["failure"] >= 1
+    for bad in (-5, float("nan"), 2.5, "10", True):
+        with pytest.raises(ValueError, match="total_timesteps must be a non-negative integer"):
+            SSEAgent(GridMaze(SMALL), seed=0).learn(bad)
+        with pytest.raises(ValueError, match="total_timesteps must be a non-negative integer"):
+            FlatHER(GridMaze(SMALL), seed=0).learn(bad)
+    assert SSEAgent(GridMaze(SMALL), seed=0).learn(0).episode_success == []
+    with pytest.raises(ValueError, match="t_max must be an integer >= 1"):
+        SSEAgent(GridMaze(SMALL), seed=0).run_episode(0, t_max=0)
+
+
+def test_update_high_uses_alpha_h():
+    """alpha_h = 0.2: the step moves a fifth of the way to the target (kills ``alpha_h -> 0.5``)."""
+    env = GridMaze(SMALL, slip=0.0)
+    hi = SSEAgent(env, q_init=1.0, alpha_h=0.2, gamma_h=0.9, batch=1, updates=1, seed=0)
+    assert hi.alpha_h == 0.2
+    hi.qh[10, :] = 0.0
+    hi.qh[10, 9] = 0.8
+    hi.buffer.add(8, 10, 0.0, 10, False)
+    hi.update_high()
+    assert hi.qh[8, 10] == pytest.approx(1.0 + 0.2 * (0.9 * 0.8 - 1.0))
+
+
+NAN = float("nan")
+
+
+@pytest.mark.parametrize("kw, name", [
+    (dict(q_init=NAN), "q_init"), (dict(q_init=float("inf")), "q_init"),
+    (dict(eps=-0.1), "eps"), (dict(eps=1.5), "eps"), (dict(eps=NAN), "eps"),
+    (dict(eta=NAN), "eta"), (dict(eta=1.2), "eta"),
+    (dict(alpha_h=0.0), "alpha_h"), (dict(alpha_h=1.5), "alpha_h"), (dict(alpha_h=NAN), "alpha_h"),
+    (dict(gamma_h=-0.1), "gamma_h"), (dict(gamma_h=1.01), "gamma_h"), (dict(gamma_h=NAN), "gamma_h"),
+    (dict(alpha=NAN), "alpha"), (dict(alpha=0.0), "alpha"), (dict(gamma=NAN), "gamma"), (dict(gamma=2.0), "gamma"),
+    (dict(waypoint_steps=0), "waypoint_steps"), (dict(waypoint_steps=-1), "waypoint_steps"),
+    (dict(subgoal_steps=0), "subgoal_steps"), (dict(batch=0), "batch"), (dict(updates=-1), "updates"),
+    (dict(her_k=-1), "her_k"), (dict(radius=0), "radius"), (dict(waypoint_steps=2.5), "waypoint_steps"),
+    (dict(c_dist=NAN), "c_dist"),
+])
+def test_sse_agent_rejects_bad_settings(kw, name):
+    with pytest.raises(ValueError, match=f"^{name} must be"):
+        SSEAgent(GridMaze(SMALL), **kw)
+
+
+@pytest.mark.parametrize("kw, name", [
+    (dict(eps=NAN), "eps"), (dict(eps=-0.01), "eps"), (dict(eps=1.01), "eps"), (dict(q_init=NAN), "q_init"),
+    (dict(her_k=-2), "her_k"), (dict(alpha=NAN), "alpha"), (dict(gamma=NAN), "gamma"),
+])
+def test_flat_her_rejects_bad_settings(kw, name):
+    with pytest.raises(ValueError, match=f"^{name} must be"):
+        FlatHER(GridMaze(SMALL), **kw)
+
+
+def test_accepted_edge_settings():
+    SSEAgent(GridMaze(SMALL), eps=0.0, eta=1.0, alpha_h=1.0, gamma_h=0.0, updates=0, her_k=0, q_init=-1.0)
+    FlatHER(GridMaze(SMALL), eps=1.0, gamma=1.0, alpha=1.0, her_k=0)
+
+
+def test_maze_rejects_bad_input():
+    with pytest.raises(ValueError, match="max_steps must be an integer >= 1"):
+        GridMaze(SMALL, max_steps=0)
+    with pytest.raises(ValueError, match="max_steps must be an integer >= 1"):
+        GridMaze(SMALL, max_steps=-3)
+    with pytest.raises(ValueError, match="no path of free cells from 'S' to 'G'"):
+        GridMaze(["#####", "#S#G#", "#####"])
+    env = GridMaze(SMALL)
+    env.reset(seed=0)
+    for bad in (1.7, -1, 4, "1", True):
+        with pytest.raises(ValueError, match="action must be in 0..3"):
+            env.step(bad)
+    env.step(np.int64(1))                                        # numpy integers are actions
+
+
+def test_buffer_and_planner_reject_bad_input():
+    buf = FrontierReplayBuffer(n_nodes=10)
+    with pytest.raises(ValueError, match="^reward must be finite"):
+        buf.store_step(1, 2, True, NAN, 2, episode_done=False)
+    with pytest.raises(ValueError, match="^waypoint_reward must be finite"):
+        buf.store_step(1, 2, False, 0.0, 1, episode_done=False, last_waypoint=3, waypoint_reward=NAN, waypoint_state=3)
+    with pytest.raises(ValueError, match=r"^end_state must be a node id \(an integer >= 0 below 10\)"):
+        buf.store_step(1, 2, True, 0.0, 10, episode_done=False)
+    with pytest.raises(ValueError, match="^state must be a node id"):
+        buf.store_step(-1, 2, True, 0.0, 2, episode_done=False)
+    with pytest.raises(ValueError, match="^subgoal must be a node id"):
+        buf.store_step(1, 2.5, True, 0.0, 2, episode_done=False)
+    with pytest.raises(ValueError, match="^reward must be finite"):
+        buf.add(1, 2, float("inf"), 2, False)
+    assert len(buf) == 0                                         # nothing half-stored
+    buf.add(1, 2, 0.0, 2, False)
+    for bad in (0, -1, 2.0):
+        with pytest.raises(ValueError, match="^batch_size must be a positive integer"):
+            buf.sample(bad)
+    with pytest.raises(ValueError, match="^n_nodes must be a positive integer"):
+        FrontierReplayBuffer(n_nodes=0)
+    p = FailureAwareGraphPlanner(2, 2)
+    with pytest.raises(ValueError, match="node node -1 is outside"):
+        p.record(-1, True)
+    with pytest.raises(ValueError, match="node node 4 is outside"):
+        p.record(4, False)
+    assert p.attempts.sum() == 0
+    with pytest.raises(ValueError, match="start node must be an integer id"):
+        p.shortest_path(0.5, 3)
+    with pytest.raises(ValueError, match="goal node must be an integer id"):
+        p.shortest_path(0, 3.0)
+    for bad in (0.0, -5.0, NAN):
+        with pytest.raises(ValueError, match="disconnect_cost must be a finite number > 0"):
+            FailureAwareGraphPlanner(2, 2, disconnect_cost=bad)
+    with pytest.raises(ValueError, match="c_dist must be a finite number >= 0"):
+        FailureAwareGraphPlanner(2, 2, c_dist=NAN)
+
+
+def test_non_finite_q_values_fail_loudly():
+    q = GoalQ(3, 2, rng=np.random.default_rng(0))
+    q.q[2, 1, :] = np.inf
+    with pytest.raises(FloatingPointError, match="non-finite low-level Q value"):
+        q.update(0, 0, 2, 1)
+    agent = SSEAgent(GridMaze(SMALL, slip=0.0), batch=1, updates=1, seed=0)
+    agent.qh[10, :] = np.inf
+    agent.qh[10, :] *= -1
+    agent.qh[10, 9] = np.nan
+    agent.buffer.add(8, 10, 0.0, 10, False)
+    with pytest.raises(FloatingPointError, match="non-finite high-level Q value"):
+        agent.update_high()

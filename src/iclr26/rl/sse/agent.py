@@ -38,6 +38,44 @@ from .replay import FrontierReplayBuffer
 MOVES = ((-1, 0), (1, 0), (0, -1), (0, 1))      # up, down, left, right
 
 
+def _real(name: str, v, lo: float | None = None, hi: float | None = None, lo_open: bool = False) -> float:
+    """``v`` as a finite float in ``[lo, hi]`` (``(lo, hi]`` with ``lo_open``), else a ValueError naming it."""
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not np.isfinite(v):
+        raise ValueError(f"{name} must be a finite number, got {v!r}")
+    v = float(v)
+    if lo is not None and (v < lo or (lo_open and v == lo)):
+        raise ValueError(f"{name} must be {'>' if lo_open else '>='} {lo:g}, got {v:g}")
+    if hi is not None and v > hi:
+        raise ValueError(f"{name} must be <= {hi:g}, got {v:g}")
+    return v
+
+
+def _int(name: str, v, lo: int) -> int:
+    """``v`` as an integer >= ``lo``, else a ValueError naming it."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
+        raise ValueError(f"{name} must be an integer >= {lo}, got {v!r}")
+    return int(v)
+
+
+def _budget(total_timesteps) -> int:
+    if isinstance(total_timesteps, bool) or not isinstance(total_timesteps, (int, np.integer, float, np.floating)) \
+            or not np.isfinite(total_timesteps) or total_timesteps < 0 or total_timesteps != int(total_timesteps):
+        raise ValueError(f"total_timesteps must be a non-negative integer, got {total_timesteps!r}")
+    return int(total_timesteps)
+
+
+def _reachable(maze: "GridMaze") -> bool:
+    seen, todo = {maze.start}, [maze.start]
+    while todo:
+        v = todo.pop()
+        for a in range(maze.n_actions):
+            w = maze.move(v, a)
+            if w not in seen:
+                seen.add(w)
+                todo.append(w)
+    return maze.goal in seen
+
+
 class GridMaze:
     """A grid maze from a list of strings (``#`` wall, ``S`` start, ``G`` goal, ``.`` free).
 
@@ -54,6 +92,7 @@ class GridMaze:
             raise ValueError("layout needs exactly one 'S' and one 'G'")
         if not 0.0 <= slip <= 1.0:
             raise ValueError(f"slip must lie in [0, 1], got {slip}")
+        max_steps = _int("max_steps", max_steps, 1)
         self.height, self.width = len(rows), len(rows[0])
         self.n = self.height * self.width
         self.walls = np.array([[ch == "#" for ch in r] for r in rows])
@@ -64,6 +103,8 @@ class GridMaze:
         self.rng = np.random.default_rng()
         self.pos = self.start
         self.t = 0
+        if not _reachable(self):
+            raise ValueError("layout has no path of free cells from 'S' to 'G'")
 
     def move(self, v: int, a: int) -> int:
         r, c = divmod(int(v), self.width)
@@ -79,7 +120,7 @@ class GridMaze:
         return self.pos, {}
 
     def step(self, a: int):
-        if not 0 <= int(a) < self.n_actions:
+        if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or not 0 <= a < self.n_actions:
             raise ValueError(f"action must be in 0..{self.n_actions - 1}, got {a!r}")
         if self.rng.random() < self.slip:
             a = int(self.rng.integers(self.n_actions))
@@ -101,10 +142,11 @@ class GoalQ:
 
     def __init__(self, n_states: int, n_actions: int, alpha: float = 0.5, gamma: float = 0.95, her_k: int = 4,
                  rng: np.random.Generator | None = None, q_init: float = 0.0):
-        if not np.isfinite(q_init):
-            raise ValueError(f"q_init must be finite, got {q_init!r}")
-        self.q = np.full((n_states, n_states, n_actions), float(q_init))
-        self.alpha, self.gamma, self.her_k = float(alpha), float(gamma), int(her_k)
+        q_init = _real("q_init", q_init)
+        self.q = np.full((n_states, n_states, n_actions), q_init)
+        self.alpha = _real("alpha", alpha, 0.0, 1.0, lo_open=True)
+        self.gamma = _real("gamma", gamma, 0.0, 1.0)
+        self.her_k = _int("her_k", her_k, 0)
         self.n_actions = n_actions
         self.rng = rng if rng is not None else np.random.default_rng()
 
@@ -117,6 +159,8 @@ class GoalQ:
     def update(self, s: int, a: int, s2: int, g: int) -> None:
         target = 1.0 if s2 == g else self.gamma * self.q[s2, g].max()
         self.q[s, g, a] += self.alpha * (target - self.q[s, g, a])
+        if not np.isfinite(self.q[s, g, a]):
+            raise FloatingPointError(f"non-finite low-level Q value at state {s}, goal {g}, action {a}")
 
     def update_episode(self, traj, goals) -> None:
         n = len(traj)
@@ -137,13 +181,15 @@ class FlatHER:
 
     def __init__(self, env: GridMaze, eps: float = 0.2, alpha: float = 0.5, gamma: float = 0.95, her_k: int = 4,
                  seed: int = 0, q_init: float = 0.0):
-        self.env, self.eps = env, float(eps)
+        self.env, self.eps = env, _real("eps", eps, 0.0, 1.0)
         self.rng = np.random.default_rng(seed)
         self.low = GoalQ(env.n, env.n_actions, alpha, gamma, her_k, self.rng, q_init=q_init)
         self.seed = int(seed)
         self.episode_success: list = []
 
     def learn(self, total_timesteps: int):
+        """Train for exactly ``total_timesteps`` environment steps (the last episode is cut there)."""
+        total_timesteps = _budget(total_timesteps)
         steps, ep = 0, 0
         while steps < total_timesteps:
             s, _ = self.env.reset(seed=self.seed * 100_003 + ep)
@@ -184,15 +230,19 @@ class SSEAgent:
                  fail_count: int = 3, waypoint_steps: int = 4, subgoal_steps: int = 50, batch: int = 32,
                  updates: int = 4, alpha: float = 0.5, gamma: float = 0.95, her_k: int = 4, seed: int = 0,
                  delete_failed_waypoints: bool = False):
-        if not 0.0 <= eta <= 1.0:
-            raise ValueError(f"eta must lie in [0, 1], got {eta}")
-        if radius < 1:
-            raise ValueError(f"radius must be >= 1, got {radius}")
-        self.env, self.mode, self.eta, self.eps = env, mode, float(eta), float(eps)
+        eta = _real("eta", eta, 0.0, 1.0)
+        radius = _int("radius", radius, 1)
+        eps = _real("eps", eps, 0.0, 1.0)
+        q_init = _real("q_init", q_init)
+        alpha_h = _real("alpha_h", alpha_h, 0.0, 1.0, lo_open=True)
+        gamma_h = _real("gamma_h", gamma_h, 0.0, 1.0)
+        waypoint_steps, subgoal_steps = _int("waypoint_steps", waypoint_steps, 1), _int("subgoal_steps", subgoal_steps, 1)
+        batch, updates = _int("batch", batch, 1), _int("updates", updates, 0)
+        self.env, self.mode, self.eta, self.eps = env, mode, eta, eps
         self.delete_failed_waypoints = bool(delete_failed_waypoints)
         self.seed = int(seed)
         self.rng = np.random.default_rng(seed)
-        self.buffer = FrontierReplayBuffer(mode=mode, rng=self.rng)
+        self.buffer = FrontierReplayBuffer(mode=mode, rng=self.rng, n_nodes=env.n)
         self.planner = FailureAwareGraphPlanner(env.height, env.width, c_dist=c_dist, fail_count=fail_count)
         self.low = GoalQ(env.n, env.n_actions, alpha, gamma, her_k, self.rng)
         self.qh = np.full((env.n, env.n), float(q_init))
@@ -244,11 +294,15 @@ class SSEAgent:
             nxt = np.where(self.candidates[s2], self.qh[s2], -np.inf).max(1)
             target = r + self.gamma_h * (1.0 - d) * nxt
             self.qh[s, g] += self.alpha_h * (target - self.qh[s, g])      # a repeated pair moves once
+            if not np.all(np.isfinite(self.qh[s, g])):
+                raise FloatingPointError("non-finite high-level Q value after an update")
 
     # -- one strictly executed high-level step
-    def execute(self, s: int, subgoal: int, t: int, train: bool, traj: list, goals: list):
+    def execute(self, s: int, subgoal: int, t: int, train: bool, traj: list, goals: list, t_max: int | None = None):
         """Chase the planned waypoints to ``subgoal``; returns
-        ``(reached, reward, end_state, t, env_done, last_waypoint, waypoint_reward, waypoint_state)``."""
+        ``(reached, reward, end_state, t, env_done, last_waypoint, waypoint_reward, waypoint_state)``.
+        ``t_max``: the episode also ends (``env_done``, a truncation) once ``t`` reaches it (the
+        training budget of :meth:`learn`)."""
         if subgoal == s:                      # nothing to execute: counts as a failed step
             return False, 0.0, s, t, False, None, 0.0, None
         path = self.planner.shortest_path(s, subgoal)[1:]
@@ -273,13 +327,18 @@ class SSEAgent:
                     if self.delete_failed_waypoints:
                         deleted.add(wp)
                 path, chase = self.planner.shortest_path(s, subgoal, deleted=deleted)[1:], 0
+            if t_max is not None and t >= t_max:
+                tr = True
             if te or tr or steps >= self.subgoal_steps:
                 break
         reached = s == subgoal
         return reached, reward, s, t, bool(te or tr), last_wp, wp_reward, wp_state
 
-    def run_episode(self, seed: int, train: bool = True):
-        """One strict-execution episode; returns ``(success, env_steps, high_level_steps)``."""
+    def run_episode(self, seed: int, train: bool = True, t_max: int | None = None):
+        """One strict-execution episode; returns ``(success, env_steps, high_level_steps)``.
+        ``t_max``: cut the episode after that many environment steps (as a truncation)."""
+        if t_max is not None:
+            t_max = _int("t_max", t_max, 1)
         s, _ = self.env.reset(seed=seed)
         t, n_high, traj, goals = 0, 0, [], []
         while True:
@@ -287,7 +346,7 @@ class SSEAgent:
             if train:
                 self.tries[subgoal] += 1
             s0 = s
-            reached, R, s, t, env_done, wp, wp_r, wp_s = self.execute(s0, subgoal, t, train, traj, goals)
+            reached, R, s, t, env_done, wp, wp_r, wp_s = self.execute(s0, subgoal, t, train, traj, goals, t_max)
             n_high += 1
             if train:
                 self.buffer.store_step(s0, subgoal, reached, R, s, episode_done=env_done, last_waypoint=wp,
@@ -300,9 +359,12 @@ class SSEAgent:
         return s == self.env.goal, t, n_high
 
     def learn(self, total_timesteps: int):
+        """Train for exactly ``total_timesteps`` environment steps (the last episode is cut there,
+        as in :meth:`FlatHER.learn`)."""
+        total_timesteps = _budget(total_timesteps)
         steps, ep = 0, 0
         while steps < total_timesteps:
-            ok, t, n_high = self.run_episode(self.seed * 100_003 + ep, train=True)
+            ok, t, n_high = self.run_episode(self.seed * 100_003 + ep, train=True, t_max=total_timesteps - steps)
             steps += t
             ep += 1
             self.episode_success.append(float(ok))
@@ -311,5 +373,6 @@ class SSEAgent:
 
     def evaluate(self, n_episodes: int, seed: int = 10**6):
         """Greedy success rate and mean high-level steps over ``n_episodes`` (no learning)."""
+        n_episodes = _int("n_episodes", n_episodes, 1)
         res = [self.run_episode(seed + e, train=False) for e in range(n_episodes)]
         return np.array([r[0] for r in res], float), np.array([r[2] for r in res], float)

@@ -16,12 +16,18 @@ Per seed, these agents train for the same number of environment steps:
   an unreachable subgoal's value, so ``sse_no_fer`` is trapped by construction; at ``q_init = 0``
   nothing traps it and the FER comparison can fail;
 * ``flat_her``: :class:`.FlatHER`, the same goal-conditioned low-level learner with HER used
-  directly on the final goal, values started at 0 (tabular HER does not generalise across goals:
-  a random walk until it once reaches the goal);
-* ``flat_q_opt``: flat tabular Q-learning on the final goal (no relabelling), values started at 1
-  as SSE's high level: the competent flat baseline.
+  directly on the final goal, initial value and epsilon from ``TUNED``;
+* ``flat_q``: flat tabular Q-learning on the final goal (no relabelling), initial value and
+  epsilon tuned on validation seeds (``tune``, ``TUNED``): the competent flat baseline;
+* ``flat_q_opt``: the same learner at the untuned optimistic start (values 1, epsilon 0.2) of the
+  earlier check, kept for comparison (no claim).
 
-Measured per agent: ``success_rate`` over 20 greedy evaluation episodes (slip on), and for the
+Tuning (``tune``): a grid over ``Q_GRID`` x ``EPS_GRID`` at the scale's budget, on agent seeds
+``VALIDATION_SEEDS`` and evaluation episodes from ``VALIDATION_EVAL_SEED``, disjoint from every
+trial's; ranked by mean validation success, then mean episode length.
+
+Measured per agent: ``success_rate`` over 20 greedy evaluation episodes (slip on),
+``steps_to_goal`` (their mean length, a miss counted at the horizon), and for the
 hierarchical agents the mean number of high-level decisions per evaluation episode. A uniformly
 random policy's success rate over the same evaluation episodes is the chance floor (arm
 ``random``). Agents are seeded ``1000 + seed`` so that no quick-scale trial reuses the seeds the
@@ -58,21 +64,89 @@ SCALES = {
     "paper": dict(total_timesteps=100_000, eval_episodes=100, slip=0.1, max_steps=200),
 }
 SEEDS = {"smoke": 1, "quick": 10, "paper": 10}
-ARMS = ("sse", "sse_no_fer", "sse_q0", "sse_no_fer_q0", "flat_her", "flat_q_opt")
-FLAT_ARMS = ("flat_her", "flat_q_opt")
+ARMS = ("sse", "sse_no_fer", "sse_q0", "sse_no_fer_q0", "flat_her", "flat_q", "flat_q_opt")
+FLAT_ARMS = ("flat_her", "flat_q", "flat_q_opt")
 EVAL_SEED = 10**6
+
+# validation: agent seeds and evaluation episodes disjoint from every scale's trials
+# (trials use agent seeds 1000 + seed and evaluation episodes EVAL_SEED + e)
+VALIDATION_SEEDS = (2000, 2001, 2002)
+VALIDATION_EVAL_SEED = 2 * 10**6
+Q_GRID = (0.0, 0.05, 0.1, 0.3, 0.6, 1.0)
+EPS_GRID = (0.05, 0.2)
+KINDS = ("flat_q", "flat_her", "sse")
+# flat_q: chosen by ``tune("flat_q", "quick")`` (highest mean validation success, then fewest mean
+# steps to the goal with misses counted at the horizon; the validation table is in the README).
+# flat_her: its own sweep did not fit the CPU budget; it takes flat_q's validation optimum.
+# sse: not tuned (q_init = 1, the optimistic start; q_init = 0 is run as the arm sse_q0).
+TUNED = {
+    "flat_q": dict(q_init=0.1, eps=0.2),
+    "flat_her": dict(q_init=0.1, eps=0.2),
+    "sse": dict(q_init=1.0, eps=0.2),
+}
+
+
+def build(kind: str, env: GridMaze, seed: int, q_init: float, eps: float):
+    """An agent of ``kind`` (``flat_q``: flat Q-learning on the final goal, ``flat_her``: the same
+    with HER ``k = 4``, ``sse`` / ``sse_no_fer``: SSE with FER / with high-level relabelling)."""
+    if kind == "flat_q":
+        return FlatHER(env, eps=eps, q_init=q_init, her_k=0, seed=seed)
+    if kind == "flat_her":
+        return FlatHER(env, eps=eps, q_init=q_init, seed=seed)
+    if kind in ("sse", "sse_no_fer"):
+        return SSEAgent(env, mode="fer" if kind == "sse" else "her", eps=eps, q_init=q_init, seed=seed)
+    raise ValueError(f"unknown agent kind {kind!r}; allowed: flat_q, flat_her, sse, sse_no_fer")
 
 
 def make_agent(arm: str, env: GridMaze, seed: int):
-    if arm in ("sse", "sse_q0"):
-        return SSEAgent(env, mode="fer", q_init=0.0 if arm == "sse_q0" else 1.0, seed=seed)
-    if arm in ("sse_no_fer", "sse_no_fer_q0"):
-        return SSEAgent(env, mode="her", q_init=0.0 if arm == "sse_no_fer_q0" else 1.0, seed=seed)
-    if arm == "flat_her":
-        return FlatHER(env, seed=seed)
-    if arm == "flat_q_opt":
-        return FlatHER(env, q_init=1.0, her_k=0, seed=seed)
+    q_sse = TUNED["sse"]["q_init"]
+    if arm in ("sse", "sse_no_fer"):
+        return build(arm, env, seed, q_init=q_sse, eps=TUNED["sse"]["eps"])
+    if arm in ("sse_q0", "sse_no_fer_q0"):
+        return build(arm[:-3], env, seed, q_init=0.0, eps=TUNED["sse"]["eps"])
+    if arm in ("flat_q", "flat_her"):
+        return build(arm, env, seed, **TUNED[arm])
+    if arm == "flat_q_opt":                       # the untuned optimistic start of the earlier check
+        return build("flat_q", env, seed, q_init=1.0, eps=0.2)
     raise ValueError(f"unknown arm {arm!r}; allowed: {', '.join(ARMS)}")
+
+
+def evaluate(agent, n: int, seed: int):
+    """Greedy roll-outs on episodes ``seed + e``: ``(success, steps, high_level_steps)`` arrays;
+    ``steps`` is the episode's length (the horizon when the goal is not reached); high-level steps
+    are NaN for the flat agents."""
+    succ, steps, high = [], [], []
+    for e in range(n):
+        if isinstance(agent, FlatHER):
+            ok, t, h = agent.run_episode(seed + e), agent.env.t, np.nan
+        else:
+            ok, t, h = agent.run_episode(seed + e, train=False)
+        succ.append(float(ok))
+        steps.append(float(t))
+        high.append(float(h))
+    return np.array(succ), np.array(steps), np.array(high)
+
+
+def tune(kind: str, scale: str = "quick", seeds=VALIDATION_SEEDS, q_grid=Q_GRID, eps_grid=None):
+    """Validation grid of ``kind`` at ``scale``'s budget: a list of rows ``dict(q_init, eps,
+    success, steps)`` (means over ``seeds``, evaluation episodes from ``VALIDATION_EVAL_SEED``),
+    best first (highest success, then fewest steps). ``eps_grid`` defaults to ``EPS_GRID`` for
+    the flat learners and to SSE's fixed 0.2 for ``sse``."""
+    cfg = SCALES[scale]
+    if eps_grid is None:
+        eps_grid = (0.2,) if kind == "sse" else EPS_GRID
+    rows = []
+    for q_init in q_grid:
+        for eps in eps_grid:
+            succ, steps = [], []
+            for sd in seeds:
+                env = GridMaze(MAZE, slip=cfg["slip"], max_steps=cfg["max_steps"])
+                agent = build(kind, env, sd, q_init=q_init, eps=eps).learn(cfg["total_timesteps"])
+                a, b, _ = evaluate(agent, cfg["eval_episodes"], VALIDATION_EVAL_SEED)
+                succ.append(a.mean())
+                steps.append(b.mean())
+            rows.append(dict(q_init=q_init, eps=eps, success=float(np.mean(succ)), steps=float(np.mean(steps))))
+    return sorted(rows, key=lambda r: (-r["success"], r["steps"]))
 
 
 def random_success(env: GridMaze, n: int, seed: int) -> np.ndarray:
@@ -92,18 +166,17 @@ def random_success(env: GridMaze, n: int, seed: int) -> np.ndarray:
 def run(scale: str, seed: int) -> dict:
     cfg = SCALES[scale]
     seed_everything(seed)
-    metrics = {"success_rate": {}}
-    info = {"train_success": {}, "seconds": {}, "high_level_steps": {}}
+    metrics = {"success_rate": {}, "steps_to_goal": {}}
+    info = {"train_success": {}, "seconds": {}, "high_level_steps": {}, "tuned": TUNED}
     for arm in ARMS:
         t0 = time.perf_counter()
         env = GridMaze(MAZE, slip=cfg["slip"], max_steps=cfg["max_steps"])
         agent = make_agent(arm, env, seed=1000 + seed).learn(cfg["total_timesteps"])
-        if arm in FLAT_ARMS:
-            succ = np.array([agent.run_episode(EVAL_SEED + e) for e in range(cfg["eval_episodes"])], float)
-        else:
-            succ, high = agent.evaluate(cfg["eval_episodes"], seed=EVAL_SEED)
+        succ, steps, high = evaluate(agent, cfg["eval_episodes"], EVAL_SEED)
+        if arm not in FLAT_ARMS:
             info["high_level_steps"][arm] = float(high.mean())
         metrics["success_rate"][arm] = float(succ.mean())
+        metrics["steps_to_goal"][arm] = float(steps.mean())
         info["train_success"][arm] = float(np.mean(agent.episode_success))
         info["seconds"][arm] = time.perf_counter() - t0
     env = GridMaze(MAZE, slip=cfg["slip"], max_steps=cfg["max_steps"])

@@ -36,10 +36,12 @@ class FailureAwareGraphPlanner:
                  disconnect_cost: float = 1000.0):
         if height < 1 or width < 1:
             raise ValueError(f"height and width must be >= 1, got {height}x{width}")
-        if c_dist < 0:
-            raise ValueError(f"c_dist must be >= 0, got {c_dist}")
+        if not np.isfinite(c_dist) or c_dist < 0:
+            raise ValueError(f"c_dist must be a finite number >= 0, got {c_dist}")
         if fail_count < 1:
             raise ValueError(f"fail_count must be >= 1, got {fail_count}")
+        if not np.isfinite(disconnect_cost) or disconnect_cost <= 0:
+            raise ValueError(f"disconnect_cost must be a finite number > 0, got {disconnect_cost}")
         self.height, self.width = int(height), int(width)
         self.n = self.height * self.width
         self.c_dist, self.fail_count, self.disconnect_cost = float(c_dist), int(fail_count), float(disconnect_cost)
@@ -63,6 +65,7 @@ class FailureAwareGraphPlanner:
 
     def record(self, v: int, success: bool) -> None:
         """Count one attempt to reach node ``v`` as a waypoint, and its outcome."""
+        self._check(node=v)
         self.attempts[v] += 1
         self.successes[v] += int(bool(success))
 
@@ -83,6 +86,8 @@ class FailureAwareGraphPlanner:
 
     def _check(self, **nodes) -> None:
         for name, v in nodes.items():
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise ValueError(f"{name} node must be an integer id, got {v!r}")
             if not 0 <= v < self.n:
                 raise ValueError(f"{name} node {v} is outside the graph's {self.n} nodes")
 

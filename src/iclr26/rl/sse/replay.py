@@ -35,12 +35,16 @@ class FrontierReplayBuffer:
     relabelling of failures). States and subgoals are integer node ids (goal-space cells).
     """
 
-    def __init__(self, capacity: int = 100_000, mode: str = "fer", rng: np.random.Generator | None = None):
+    def __init__(self, capacity: int = 100_000, mode: str = "fer", rng: np.random.Generator | None = None,
+                 n_nodes: int | None = None):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         if not isinstance(capacity, (int, np.integer)) or capacity < 1:
             raise ValueError(f"capacity must be a positive integer, got {capacity!r}")
+        if n_nodes is not None and (not isinstance(n_nodes, (int, np.integer)) or n_nodes < 1):
+            raise ValueError(f"n_nodes must be a positive integer or None, got {n_nodes!r}")
         self.mode = mode
+        self.n_nodes = None if n_nodes is None else int(n_nodes)
         self.capacity = int(capacity)
         self.rows = np.zeros((self.capacity, 5))
         self.size = 0
@@ -51,7 +55,17 @@ class FrontierReplayBuffer:
     def __len__(self) -> int:
         return self.size
 
+    def _node(self, name: str, v) -> None:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0 \
+                or (self.n_nodes is not None and v >= self.n_nodes):
+            bound = "" if self.n_nodes is None else f" below {self.n_nodes}"
+            raise ValueError(f"{name} must be a node id (an integer >= 0{bound}), got {v!r}")
+
     def add(self, state: int, subgoal: int, reward: float, next_state: int, done: bool) -> None:
+        for name, v in (("state", state), ("subgoal", subgoal), ("next_state", next_state)):
+            self._node(name, v)
+        if not np.isfinite(reward):
+            raise ValueError(f"reward must be finite, got {reward!r}")
         self.rows[self.pos] = (state, subgoal, reward, next_state, float(done))
         self.pos = (self.pos + 1) % self.capacity
         self.size = min(self.size + 1, self.capacity)
@@ -68,6 +82,11 @@ class FrontierReplayBuffer:
         (the last waypoint reached, if any, and not the start), ``waypoint_reward`` (reward up to
         it) and ``waypoint_state`` (the state there) give the partial-success row.
         """
+        for name, v in (("state", state), ("subgoal", subgoal), ("end_state", end_state)):
+            self._node(name, v)
+        for name, v in (("reward", reward), ("waypoint_reward", waypoint_reward)):
+            if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not np.isfinite(v):
+                raise ValueError(f"{name} must be finite, got {v!r}")
         if reached:
             self.add(state, subgoal, reward, end_state, episode_done)
             self.counts["success"] += 1
@@ -86,6 +105,8 @@ class FrontierReplayBuffer:
 
     def sample(self, batch_size: int):
         """``(states, subgoals, rewards, next_states, dones)`` arrays of a uniform batch."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
         if self.size == 0:
             raise ValueError("cannot sample from an empty FrontierReplayBuffer")
         r = self.rows[self.rng.integers(0, self.size, batch_size)]
