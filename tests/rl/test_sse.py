@@ -671,6 +671,9 @@ def test_evaluate_counts_steps_with_failures_at_the_horizon():
     sse = SSEAgent(GridMaze(CORRIDOR, slip=0.0, max_steps=60), eps=0.0, seed=0)
     succ, steps, high = evaluate(sse, 2, seed=0)
     assert succ.shape == steps.shape == high.shape == (2,) and np.all(high >= 1)
+    sse.choose = lambda s, train: s                              # its own cell: a strict failure at once
+    succ, steps, _ = evaluate(sse, 2, seed=0)
+    assert succ.tolist() == [0.0, 0.0] and steps.tolist() == [60.0, 60.0]   # a miss counts at the horizon
 
 
 def test_sse_learn_stops_exactly_at_the_budget():

@@ -122,7 +122,7 @@ def evaluate(agent, n: int, seed: int):
         else:
             ok, t, h = agent.run_episode(seed + e, train=False)
         succ.append(float(ok))
-        steps.append(float(t))
+        steps.append(float(t) if ok else float(agent.env.max_steps))   # SSE's strict failures end early
         high.append(float(h))
     return np.array(succ), np.array(steps), np.array(high)
 
