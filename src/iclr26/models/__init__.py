@@ -53,7 +53,7 @@ def available_models() -> list[dict]:
     rows.append(dict(
         name=TINY_VLM,
         description="Idefics3 (SmolVLM class): SmolLM2-135M text model + a small vision tower trained here on "
-                    "procedural images; about 40 CPU-minutes for tower + seed 0, 'tiny-vlm:N' for seed N",
+                    "procedural images; estimated 45 CPU-minutes for tower + seed 0, 'tiny-vlm:N' for seed N",
         arch="idefics3", packages=list(BUNDLED["smollm2-135m"].packages), install=BUNDLED["smollm2-135m"].install,
         size_mb=560, installed=bool(seeds), cached=bool(seeds), path=str(seed_dir(0)), seeds=seeds,
     ))

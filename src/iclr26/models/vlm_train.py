@@ -17,7 +17,7 @@ anywhere resumes from its last checkpoint (every ``checkpoint_every`` steps and 
 stage) and gives the same weights. Each finished seed holds ``eval.json``: greedy-decoding accuracy
 per task on held-out items of the ``test`` split beside the chance level.
 
->>> path = prepare_tiny_vlm(seed=0)       # doctest: +SKIP   (about 40-60 CPU-minutes the first time)
+>>> path = prepare_tiny_vlm(seed=0)       # doctest: +SKIP   (estimated 45 CPU-minutes the first time)
 """
 from __future__ import annotations
 
