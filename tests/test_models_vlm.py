@@ -329,7 +329,7 @@ def test_staged_build_is_deterministic_and_resumes(tmp_path, monkeypatch):
 
 
 def test_models_prepare_dispatches_tiny_vlm(monkeypatch):
-    import iclr26.models as models
+    from iclr26.models import catalog as models
     from iclr26.models import vlm_train
 
     seen = []

@@ -338,7 +338,7 @@ def cmd_report(args) -> int:
 
 def cmd_models(args) -> int:
     try:
-        from . import models
+        from .models import catalog as models
     except ImportError as e:
         raise SystemExit(f"the language-model extra is not installed ({e}); pip install 'iclr26[llm]'")
     if args.action == "list":

@@ -586,7 +586,7 @@ def prepare_tiny_vlm(seed: int = 0, *, recipe: Recipe = DEFAULT_RECIPE, root: Pa
 
     The tower (stage 1) is built once per ``recipe.tower_seed`` and shared; stages 2-3 run per seed.
     ``root`` defaults to ``$ICLR26_CACHE/tiny-vlm-v{FORMAT}``; ``text_dir`` to the cached SmolLM2-135M
-    (:func:`iclr26.models.prepare`). ``threads`` sets ``torch.set_num_threads`` for the build.
+    (:func:`iclr26.models.catalog.prepare`). ``threads`` sets ``torch.set_num_threads`` for the build.
     Interrupted builds resume from their last checkpoint. CPU seconds per stage go to ``build.json``.
     """
     import torch
