@@ -166,7 +166,7 @@ def test_conformal_learner_scale_and_clamp():
     torch.testing.assert_close(c, torch.full((2,), 10.0))
     with pytest.raises(ValueError, match="stalk dimension d must be >= 1, got 0"):
         ConformalMapLearner(4, 0)
-    with pytest.raises(ValueError, match="c_max must be positive, got 0"):
+    with pytest.raises(ValueError, match="c_max must be a positive finite number, got 0"):
         ConformalMapLearner(4, 2, c_max=0)
 
 
@@ -231,7 +231,7 @@ def test_conv_rejections():
         check_edge_index([[0], [1]], 2)
     with pytest.raises(ValueError, match="channels must be >= 1, got 0"):
         CSNNConv(0)
-    with pytest.raises(ValueError, match=r"dropout must be in \[0, 1\), got 1.0"):
+    with pytest.raises(ValueError, match=r"dropout must be a number in \[0, 1\), got 1.0"):
         CSNNConv(2, dropout=1.0)
     with pytest.raises(ValueError, match="kind must be 'in' or 'out', got 'both'"):
         sheaf_laplacian(torch.zeros(2, 1, 1), e[:, :0], torch.ones(2, 1, 1), torch.ones(2, 1, 1), "both")
@@ -788,8 +788,8 @@ def test_mlp_map_learner_is_the_official_shape_and_conformal():
 
 
 def test_csnn_layer_sees_two_hops_and_ring_depth_matches_receptive_field():
-    """Each CSNN layer composes two Laplacians: L layers reach exactly 2L hops, so on the ring
-    CSNN gets ceil(distance / 2) layers and the one-hop models distance layers."""
+    """Each CSNN layer composes two Laplacians: L layers reach exactly 2L hops, so on the ring the
+    extra arm csnn_half gets ceil(distance / 2) layers; CSNN and the one-hop models distance layers."""
     from iclr26.architectures.csnn.experiment import ring_layers
     n = 12
     ring = torch.arange(n)
@@ -809,8 +809,10 @@ def test_csnn_layer_sees_two_hops_and_ring_depth_matches_receptive_field():
     assert not reaches(GNN("nsd", 5, 2, d=2, hidden=3, layers=5, dropout=0.0), 6)
     assert reaches(GNN("nsd", 5, 2, d=2, hidden=3, layers=6, dropout=0.0), 6)
     assert not reaches(GNN("mlp", 5, 2, hidden=64, layers=6, dropout=0.0), 6)
-    assert [ring_layers(a, 6) for a in ("csnn", "csnn_tied", "nsd", "gcn", "gat", "mlp")] == [3, 3, 6, 6, 6, 6]
-    assert ring_layers("csnn", 3) == 2 and ring_layers("gcn", 3) == 3
+    # the main setting: every model (CSNN included) has `distance` layers; csnn_half the fewest
+    # CSNN layers whose receptive field reaches the source
+    assert [ring_layers(a, 6) for a in ("csnn", "csnn_half", "nsd", "gcn", "gat", "mlp")] == [6, 3, 6, 6, 6, 6]
+    assert ring_layers("csnn_half", 3) == 2 and ring_layers("csnn", 3) == 3 and ring_layers("gcn", 3) == 3
 
 
 def test_mlp_baseline_ignores_the_edges():
@@ -873,3 +875,151 @@ def test_node_training_stops_early_and_picks_the_best_validation_epoch():
     assert val > 1 / 3 and 0.0 <= test <= 1.0         # above chance on a learnable toy task
     long = E._fit_node_split("mlp", _tiny_graph(), 0, dict(cfg, patience=1000), 0)
     assert long[2] == [300] and long[0] >= val
+
+
+# ------------------------------------------------------------------ bad input, selection, stopping
+def test_non_finite_features_are_rejected():
+    e, N = _graph()
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        x = torch.randn(N, 7)
+        x[2, 3] = bad
+        with pytest.raises(ValueError, match=r"^x holds non-finite values \(NaN or inf\) in 1 entries$"):
+            CSNN(7, 3, d=2, hidden=4, layers=1)(x, e)
+        for kind in ("gcn", "gat", "nsd", "mlp", "csnn"):
+            with pytest.raises(ValueError, match=r"x holds non-finite values \(NaN or inf\)"):
+                GNN(kind, 7, 3, hidden=8, layers=1, d=2)(x, e)
+
+
+def test_wrong_feature_width_names_in_channels():
+    e, N = _graph()
+    msg = r"^x must have shape \(N, in_channels\) = \(N, 7\), got \(5, 6\): the model was built with in_channels=7$"
+    with pytest.raises(ValueError, match=msg):
+        CSNN(7, 3, d=2, hidden=4, layers=1)(torch.randn(N, 6), e)
+    for kind in ("gcn", "gat", "nsd", "mlp", "csnn"):
+        with pytest.raises(ValueError, match=msg):
+            GNN(kind, 7, 3, hidden=8, layers=1, d=2)(torch.randn(N, 6), e)
+    with pytest.raises(ValueError, match=r"x must have shape \(N, in_channels\) = \(N, 7\), got \(5,\)"):
+        CSNN(7, 3, d=2, hidden=4, layers=1)(torch.randn(N), e)
+
+
+@pytest.mark.parametrize("c_max", [float("nan"), float("inf"), 0.0, -1.0])
+def test_c_max_must_be_positive_and_finite(c_max):
+    # inf would remove the clamp (log inf = inf) and bring back the float32 overflow of exp
+    with pytest.raises(ValueError, match=r"^c_max must be a positive finite number, got "):
+        ConformalMapLearner(4, 2, c_max=c_max)
+    with pytest.raises(ValueError, match=r"^c_max must be a positive finite number, got "):
+        CSNNConv(3, d=2, c_max=c_max)
+
+
+def test_rates_and_sizes_checked_at_construction():
+    with pytest.raises(ValueError, match=r"^d must be a positive integer, got 0$"):
+        GNN("nsd", 3, 2, d=0)
+    with pytest.raises(ValueError, match=r"^d must be a positive integer, got 0$"):
+        NSDConv(3, d=0)
+    with pytest.raises(ValueError, match=r"^d must be a positive integer, got 0$"):
+        GNN("gcn", 3, 2, d=0)
+    with pytest.raises(ValueError, match=r"^dropout must be a number in \[0, 1\), got 2$"):
+        GNN("gcn", 3, 2, dropout=2)
+    with pytest.raises(ValueError, match=r"^dropout must be a number in \[0, 1\), got -0.1$"):
+        GNN("mlp", 3, 2, dropout=-0.1)
+    with pytest.raises(ValueError, match=r"^dropout must be a number in \[0, 1\), got nan$"):
+        NSDConv(3, d=2, dropout=float("nan"))
+    with pytest.raises(ValueError, match=r"^input_dropout must be a number in \[0, 1\), got nan$"):
+        CSNN(4, 2, input_dropout=float("nan"))
+    with pytest.raises(ValueError, match=r"^dropout must be a number in \[0, 1\), got 1.5$"):
+        CSNN(4, 2, dropout=1.5)
+    with pytest.raises(ValueError, match=r"^dropout must be a number in \[0, 1\), got nan$"):
+        CSNNConv(3, d=2, dropout=float("nan"))
+    with pytest.raises(ValueError, match=r"^hidden must be a positive integer, got 0$"):
+        GNN("gcn", 3, 2, hidden=0)
+    with pytest.raises(ValueError, match=r"^in_channels must be a positive integer, got 0$"):
+        GNN("mlp", 0, 2)
+
+
+def test_sheaf_laplacian_rejects_out_of_range_edges():
+    S, T, _, _ = _maps(3, 2)
+    x = torch.randn(3, 2, 4)
+    for kind in ("in", "out"):
+        with pytest.raises(ValueError, match=r"^edge_index refers to nodes outside 0..2 \(min 0, max 3\)$"):
+            sheaf_laplacian(x, torch.tensor([[0, 3], [1, 2]]), S, T, kind)
+        with pytest.raises(ValueError, match=r"^edge_index refers to nodes outside 0..2 \(min -1, max 1\)$"):
+            sheaf_laplacian(x, torch.tensor([[0, -1], [1, 1]]), S, T, kind)
+
+
+def test_conv_applies_gelu_then_dropout():
+    """The diffusion term is dropout(GELU(L z)) (GELU first), pinned against the formula with the
+    same dropout mask: GELU(dropout(L z)) differs."""
+    e, N = _graph()
+    torch.manual_seed(0)
+    conv = CSNNConv(4, d=2, dropout=0.5).train()
+    with torch.no_grad():
+        conv.eps.fill_(0.3)
+    x = torch.randn(N, 8)
+    S, T, _, _ = conv.maps(x)
+    xs = x.view(N, 2, 4)
+    z = conv.right(conv.left @ xs)
+    Lz = sheaf_laplacian(sheaf_laplacian(z, e, S, T, "out"), e, S, T, "in")
+    torch.manual_seed(5)
+    want = ((1 + torch.tanh(conv.eps)) * xs - torch.nn.functional.dropout(torch.nn.functional.gelu(Lz), 0.5)).reshape(N, 8)
+    torch.manual_seed(5)
+    other = ((1 + torch.tanh(conv.eps)) * xs - torch.nn.functional.gelu(torch.nn.functional.dropout(Lz, 0.5))).reshape(N, 8)
+    torch.manual_seed(5)
+    got = conv(x, e)
+    torch.testing.assert_close(got, want)
+    assert not torch.allclose(got, other)
+
+
+def test_early_stopping_counts_patience_epochs_without_improvement():
+    from iclr26.architectures.csnn.experiment import EarlyStopping
+    stop = EarlyStopping(3)
+    # the best (0.5) at the first epoch, then exactly `patience` epochs without a strictly better one
+    assert [stop.step(v) for v in (0.5, 0.4, 0.5, 0.3)] == [False, False, False, True]
+    stop = EarlyStopping(2)
+    assert [stop.step(v) for v in (0.1, 0.2, 0.2, 0.3, 0.3, 0.3)] == [False, False, False, False, False, True]
+    with pytest.raises(ValueError, match="patience must be a positive integer, got 0"):
+        EarlyStopping(0)
+
+
+def test_selection_prefers_accuracy_then_the_lower_validation_loss():
+    from iclr26.architectures.csnn.experiment import selection_key
+    assert selection_key(0.5, 0.3) > selection_key(0.5, 0.4)        # tie on accuracy: lower loss wins
+    assert selection_key(0.6, 9.0) > selection_key(0.5, 0.1)        # accuracy first
+    assert max([(0.5, 0.7), (0.5, 0.2), (0.4, 0.0)], key=lambda a: selection_key(*a)) == (0.5, 0.2)
+
+
+def test_ring_grid_is_widened_past_a_strictly_best_end():
+    from iclr26.architectures.csnn.experiment import widened_grid
+    assert widened_grid((0.005, 0.01, 0.02), {0.005: 0.9, 0.01: 0.5, 0.02: 0.4}) == 0.0025
+    assert widened_grid((0.005, 0.01, 0.02), {0.005: 0.2, 0.01: 0.5, 0.02: 0.6}) == 0.04
+    assert widened_grid((0.005, 0.01, 0.02), {0.005: 0.2, 0.01: 0.6, 0.02: 0.4}) is None   # interior optimum
+    assert widened_grid((0.005, 0.01, 0.02), {0.005: 1.0, 0.01: 1.0, 0.02: 1.0}) is None   # a tie is not strictly best
+    assert widened_grid((0.01,), {0.01: 0.3}) is None
+
+
+def test_ring_learning_rate_is_chosen_per_arm_on_the_validation_graphs(monkeypatch):
+    from iclr26.architectures.csnn import experiment as E
+    quick = E.SCALES["quick"]
+    assert len(quick["ring_grid"]) >= 3 and E.SEEDS["quick"] >= 6
+    assert all(E.ring_layers(a, quick["ring_distance"]) == quick["ring_distance"] for a in quick["ring_arms"])
+    cfg = dict(E.SCALES["smoke"], ring_grid=(0.001, 0.01, 0.05), ring_steps=15)
+    seen = []
+    real = E.widened_grid
+    monkeypatch.setattr(E, "widened_grid", lambda g, acc: seen.append(dict(acc)) or real(g, acc))
+    right, loss, lr, val = E._fit_ring("gcn", 3, cfg, 0)
+    assert seen and set(seen[0]) == {0.001, 0.01, 0.05}
+    assert lr in {float(k) for k in val} and val[str(lr)] == max(val.values())
+    assert len(right) == cfg["ring_test"] and math.isfinite(loss)
+    extra = real(cfg["ring_grid"], seen[0])
+    assert len(val) == 3 + (extra is not None)
+
+
+def test_ring_keeps_the_rate_with_the_best_validation_graphs(monkeypatch):
+    """Only the middle rate trains (the others are turned into a zero step): it must be chosen,
+    whatever its place in the grid."""
+    from iclr26.architectures.csnn import experiment as E
+    real_adam = torch.optim.Adam
+    monkeypatch.setattr(torch.optim, "Adam", lambda params, lr: real_adam(params, lr=lr if lr == 0.05 else 0.0))
+    cfg = dict(E.SCALES["smoke"], ring_grid=(0.001, 0.05, 0.2), ring_steps=80, ring_val=32, ring_hidden=8)
+    right, loss, lr, val = E._fit_ring("gcn", 2, cfg, 0)
+    assert set(val) == {"0.001", "0.05", "0.2"}                 # interior optimum: no widening
+    assert val["0.05"] > max(val["0.001"], val["0.2"]) and lr == 0.05

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .layers import CSNN, check_edge_index, orthogonal_from_params
+from .layers import CSNN, check_edge_index, check_features, check_rate, orthogonal_from_params
 
 
 def _with_self_loops(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
@@ -82,6 +82,10 @@ class NSDConv(nn.Module):
         super().__init__()
         if not isinstance(map_hidden, int) or map_hidden < 0:
             raise ValueError(f"map_hidden must be a non-negative integer (0: a linear map learner), got {map_hidden!r}")
+        for name, v in dict(channels=channels, d=d).items():
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        dropout = check_rate("dropout", dropout)
         self.channels, self.d, self.dropout, self.act = channels, d, dropout, act
         k = d * (d - 1) // 2
         # one linear layer (NSD's paper) or the same MLP map learner CSNN's official code uses
@@ -134,7 +138,12 @@ class GNN(nn.Module):
         super().__init__()
         if kind not in self.KINDS:
             raise ValueError(f"kind must be one of {self.KINDS}, got {kind!r}")
-        self.kind, self.dropout = kind, dropout
+        for name, v in dict(in_channels=in_channels, out_channels=out_channels, hidden=hidden, layers=layers,
+                            d=d, heads=heads).items():
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        dropout = check_rate("dropout", dropout)
+        self.kind, self.dropout, self.in_channels = kind, dropout, in_channels
         if kind == "csnn":
             self.net = CSNN(in_channels, out_channels, d=d, hidden=hidden, layers=layers, dropout=dropout,
                             map_hidden=map_hidden)
@@ -156,6 +165,7 @@ class GNN(nn.Module):
     def forward(self, x, edge_index):
         if self.kind == "csnn":
             return self.net(x, edge_index)
+        check_features(x, self.in_channels)
         h = self.encoder(x)
         for conv in self.convs:
             h = conv(h) if self.kind == "mlp" else conv(h, edge_index)

@@ -58,6 +58,24 @@ def check_edge_index(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
     return edge_index.long()
 
 
+def check_rate(name: str, p) -> float:
+    """Validate a dropout probability: a finite number in ``[0, 1)``."""
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= float(p) < 1.0:
+        raise ValueError(f"{name} must be a number in [0, 1), got {p!r}")
+    return float(p)
+
+
+def check_features(x: torch.Tensor, in_channels: int) -> None:
+    """Validate node features ``x`` ``(N, in_channels)``: the width the model was built with, finite."""
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"x must be a torch.Tensor of shape (N, in_channels), got {type(x).__name__}")
+    if x.dim() != 2 or x.shape[1] != in_channels:
+        raise ValueError(f"x must have shape (N, in_channels) = (N, {in_channels}), got {tuple(x.shape)}: "
+                         f"the model was built with in_channels={in_channels}")
+    if not torch.isfinite(x).all():
+        raise ValueError(f"x holds non-finite values (NaN or inf) in {int((~torch.isfinite(x)).sum())} entries")
+
+
 # --------------------------------------------------------------------------------------------
 # restriction maps
 # --------------------------------------------------------------------------------------------
@@ -108,8 +126,8 @@ class ConformalMapLearner(nn.Module):
         super().__init__()
         if d < 1:
             raise ValueError(f"stalk dimension d must be >= 1, got {d}")
-        if c_max <= 0:
-            raise ValueError(f"c_max must be positive, got {c_max}")
+        if isinstance(c_max, bool) or not isinstance(c_max, (int, float)) or not (math.isfinite(c_max) and c_max > 0):
+            raise ValueError(f"c_max must be a positive finite number, got {c_max!r}")
         if not isinstance(hidden, int) or hidden < 0:
             raise ValueError(f"hidden must be a non-negative integer (0: a linear map learner), got {hidden!r}")
         self.d, self.c_max, self.hidden = d, c_max, hidden
@@ -148,7 +166,7 @@ def sheaf_laplacian(x, edge_index, S, T, kind: str, normalize: bool = True, adja
     if kind not in ("in", "out"):
         raise ValueError(f"kind must be 'in' or 'out', got {kind!r}")
     N = x.shape[0]
-    src, dst = edge_index
+    src, dst = check_edge_index(edge_index, N)
     if kind == "in":
         G, at = T.transpose(-1, -2) @ T, dst
     else:
@@ -194,8 +212,7 @@ class CSNNConv(nn.Module):
         super().__init__()
         if channels < 1:
             raise ValueError(f"channels must be >= 1, got {channels}")
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(f"dropout must be in [0, 1), got {dropout}")
+        dropout = check_rate("dropout", dropout)
         self.channels, self.d, self.dropout, self.act, self.tied = channels, d, dropout, act, tied
         self.target_maps = ConformalMapLearner(d * channels, d, c_max, map_hidden)
         self.source_maps = None if tied else ConformalMapLearner(d * channels, d, c_max, map_hidden)
@@ -249,6 +266,8 @@ class CSNN(nn.Module):
                             layers=layers).items():
             if not isinstance(v, int) or v < 1:
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
+        input_dropout, dropout = check_rate("input_dropout", input_dropout), check_rate("dropout", dropout)
+        self.in_channels = in_channels
         self.d, self.hidden, self.input_dropout, self.dropout = d, hidden, input_dropout, dropout
         self.encoder = nn.Linear(in_channels, d * hidden)
         self.convs = nn.ModuleList(CSNNConv(hidden, d, dropout, tied=tied, map_hidden=map_hidden)
@@ -256,6 +275,7 @@ class CSNN(nn.Module):
         self.decoder = nn.Linear(d * hidden, out_channels)
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        check_features(x, self.in_channels)
         h = F.dropout(x, p=self.input_dropout, training=self.training)
         h = self.encoder(h)
         for conv in self.convs:
