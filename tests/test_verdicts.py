@@ -116,7 +116,7 @@ def test_a_failed_premise_makes_contradicted_and_reproduced_inconclusive(order, 
     assert out["worse"].stats.verdict == "contradicted" and out["worse"].verdict == "inconclusive"
     assert "rests on the premise design (inconclusive" in out["worse"].note and "its own test: contradicted" in out["worse"].note
     assert out["better"].stats.verdict == "reproduced" and out["better"].verdict == "inconclusive"
-    assert "learns (" in out["better"].note and "vs 0.5" in out["better"].note  # the premise's numbers
+    assert "learns (" in out["better"].note and "vs the constant 0.5" in out["better"].note  # the premise's numbers
 
 
 def test_an_established_premise_lets_the_claims_be_decided(monkeypatch):

@@ -87,8 +87,9 @@ def judge(claim: Claim, trials: list[Trial]) -> ClaimVerdict:
 
 def _premise_words(v: ClaimVerdict) -> str:
     s = v.stats
-    nums = "" if s is None else (f": {v.claim.method} {s.method_mean:.4g} vs {v.claim.comparator} {s.baseline_mean:.4g}, "
-                                 f"p = {s.pvalue:.3g}")
+    comparator = (f"{v.claim.comparator} {s.baseline_mean:.4g}" if v.claim.baseline is not None
+                  else f"the constant {v.claim.comparator}") if s is not None else ""
+    nums = "" if s is None else f": {v.claim.method} {s.method_mean:.4g} vs {comparator}, p = {s.pvalue:.3g}"
     return f"{v.claim.id} ({v.verdict}{nums})"
 
 
