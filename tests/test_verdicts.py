@@ -140,3 +140,35 @@ def test_premise_rules_leave_errors_alone():
                          ClaimVerdict(pc.claims[2], "contradicted", None, []),
                          ClaimVerdict(pc.claims[3], "reproduced", None, [])])
     assert [v.verdict for v in vs] == ["reproduced, smaller", "reproduced", "contradicted", "reproduced"]
+
+
+def test_stale_trials_are_judged_from_one_code_version_never_a_mix(monkeypatch):
+    """No trial measures the current code: the newest run's version is judged alone, not seed 1 of an
+    older version beside seed 0 of a newer one (their arms and claims never ran together)."""
+    from iclr26.harness import verdicts
+
+    monkeypatch.setattr(verdicts, "folder_fingerprint", lambda paper: "now")
+    monkeypatch.setattr(verdicts, "staleness", lambda t, fp=None: None if t.fingerprint == fp else "changed")
+
+    def trial(seed, fp, finished):
+        return Trial("cda", "quick", seed, fp, "ok", {"metrics": {}}, None, 0, 0, "", {}, {}, finished)
+
+    stored = [trial(0, "old", 1.0), trial(1, "old", 2.0), trial(0, "new", 3.0)]
+
+    class FakeStore:
+        def trials_at(self, paper, scale, fp):
+            return [t for t in stored if t.fingerprint == fp]
+
+        def latest_trials(self, paper, scale):
+            best = {}
+            for t in stored:
+                if t.seed not in best or t.finished_at > best[t.seed].finished_at:
+                    best[t.seed] = t
+            return list(best.values())
+
+    chosen, why = verdicts.select_trials(registry.get("cda"), "quick", FakeStore())
+    assert [(t.seed, t.fingerprint) for t in chosen] == [(0, "new")] and why == "changed"
+    stored.append(trial(1, "now", 0.5))  # a trial at the current folder code wins over newer stale ones
+    monkeypatch.setattr(verdicts, "staleness", lambda t, fp=None: "a shared module changed")
+    chosen, why = verdicts.select_trials(registry.get("cda"), "quick", FakeStore())
+    assert [(t.seed, t.fingerprint) for t in chosen] == [(1, "now")]

@@ -140,9 +140,16 @@ def select_trials(paper: Paper, scale: str, store: Store) -> tuple[list[Trial], 
     current = [t for t in at if staleness(t, fp) is None]
     if current:
         return current, None
-    latest = store.latest_trials(paper.id, scale)
+    # none measures the current code: judge one version, never a mix of seeds from different ones
+    # (a seed rerun at a later version next to others left from an older one would pair arms and
+    # claims that never ran together): the trials at the current folder code if any (only shared
+    # modules or packages changed), else those of the most recent run's folder version
+    latest = at or store.latest_trials(paper.id, scale)
     if not latest:
         return [], None
+    if not at:
+        newest = max(latest, key=lambda t: t.finished_at or 0).fingerprint
+        latest = store.trials_at(paper.id, scale, newest)
     reasons = sorted({r for r in (staleness(t, fp) for t in latest) if r})
     return latest, "; ".join(reasons) or None
 
