@@ -204,16 +204,38 @@ def clean_up_local_ray(before: dict) -> list[Path]:
             removed.append(temp)
         except OSError:
             pass
-    token = before["token"]
-    if not before["token_existed"] and token.exists():
-        token.unlink()
-        removed.append(token)
-        if not before["ray_home_existed"]:
+    if not before["token_existed"] and before["token"].exists():
+        # the driver keeps the token it generated for any later local instance of this process, which
+        # cannot start once the file is gone: remove it when the process ends
+        _TOKENS_TO_REMOVE[before["token"]] = before["ray_home_existed"]
+        if not _TOKEN_CLEANUP_REGISTERED:
+            import atexit
+
+            atexit.register(remove_created_tokens)
+            globals()["_TOKEN_CLEANUP_REGISTERED"] = True
+    return removed
+
+
+#: auth tokens a local Ray instance of this process created (path -> whether ~/.ray existed before)
+_TOKENS_TO_REMOVE: dict[Path, bool] = {}
+_TOKEN_CLEANUP_REGISTERED = False
+
+
+def remove_created_tokens() -> list[Path]:
+    """Remove the ``~/.ray/auth_token`` files (and ``~/.ray`` when it was created and is empty) that
+    this process's local Ray instances created; registered to run when the process exits."""
+    removed = []
+    for token, home_existed in list(_TOKENS_TO_REMOVE.items()):
+        if token.exists():
+            token.unlink()
+            removed.append(token)
+        if not home_existed:
             try:
                 token.parent.rmdir()
                 removed.append(token.parent)
             except OSError:
                 pass
+        del _TOKENS_TO_REMOVE[token]
     return removed
 
 def runtime_env_from_environment() -> dict | None:
