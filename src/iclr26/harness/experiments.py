@@ -138,26 +138,22 @@ def code_bytes(name: str, data: bytes) -> bytes:
     return data
 
 
-def folder_fingerprint_of(files: dict[str, bytes]) -> str:
-    """The fingerprint of a paper folder given its files (path relative to the folder -> bytes)."""
+def folder_fingerprint_of(files: dict[str, bytes], code: bool = True) -> str:
+    """The fingerprint of a paper folder given its files (path relative to the folder -> bytes): over
+    their code (:func:`code_bytes`), or with ``code=False`` over their bytes, as trials recorded it
+    before code hashing (for migrating them)."""
     h = hashlib.sha256()
     for rel in sorted(files):
         if Path(rel).name in NOT_FINGERPRINTED or "__pycache__" in Path(rel).parts:
             continue
         h.update(rel.encode())
-        h.update(code_bytes(rel, files[rel]))
+        h.update(code_bytes(rel, files[rel]) if code else files[rel])
     return h.hexdigest()[:16]
 
 
 def legacy_folder_fingerprint_of(files: dict[str, bytes]) -> str:
-    """The fingerprint trials recorded before code hashing: over the files' bytes (for migrating them)."""
-    h = hashlib.sha256()
-    for rel in sorted(files):
-        if Path(rel).name in NOT_FINGERPRINTED or "__pycache__" in Path(rel).parts:
-            continue
-        h.update(rel.encode())
-        h.update(files[rel])
-    return h.hexdigest()[:16]
+    """The byte fingerprint trials recorded before code hashing (:func:`folder_fingerprint_of`)."""
+    return folder_fingerprint_of(files, code=False)
 
 
 def folder_fingerprint(paper: Paper) -> str:
