@@ -18,16 +18,26 @@ def _conjunct_claims(order):
     return parse_claims({"paper": {"title": "t", "arxiv": "", "code": ""}, "claims": [claims[k] for k in order]})
 
 
+def _judge(monkeypatch, pc, trials):
+    """Verdicts of ``pc`` on ``trials``, as judge_paper gives them for a store holding only those."""
+    from iclr26.harness import verdicts
+
+    monkeypatch.setattr(verdicts, "claims_for", lambda paper: pc)
+    monkeypatch.setattr(verdicts, "folder_fingerprint", lambda paper: "fp")
+    monkeypatch.setattr(verdicts, "staleness", lambda t, fp=None: None)
+
+    class FakeStore:
+        def trials_at(self, *a):
+            return trials
+
+    return {v.claim.id: v for v in verdicts.judge_paper(registry.get("cda"), "quick", FakeStore(), save=False)}
+
+
 @pytest.mark.parametrize("order", ["ABC", "CBA", "BAC", "CAB"])
 def test_requires_is_a_fixed_point_in_any_order(order, monkeypatch):
     """A requires B requires C; C fails; A and B must fall whatever the order of the claims."""
     import numpy as np
 
-    from iclr26.harness import verdicts
-
-    monkeypatch.setattr(verdicts, "claims_for", lambda paper: _conjunct_claims(order))
-    monkeypatch.setattr(verdicts, "folder_fingerprint", lambda paper: "fp")
-    monkeypatch.setattr(verdicts, "staleness", lambda t, fp=None: None)
     rng = np.random.default_rng(0)
     trials = []
     for seed in range(8):
@@ -36,11 +46,7 @@ def test_requires_is_a_fixed_point_in_any_order(order, monkeypatch):
              "m_flat": {"a": b + 0.1 * rng.normal(), "b": b}}  # no effect, precisely measured
         trials.append(Trial("cda", "quick", seed, "fp", "ok", {"metrics": m}, None, 0, 0, "", {}, {}, 0))
 
-    class FakeStore:
-        def trials_at(self, *a):
-            return trials
-
-    out = {v.claim.id: v for v in verdicts.judge_paper(registry.get("cda"), "quick", FakeStore(), save=False)}
+    out = _judge(monkeypatch, _conjunct_claims(order), trials)
     assert out["C"].verdict == "not reproduced"
     assert out["B"].verdict == "not reproduced" and "C (not reproduced)" in out["B"].note
     assert out["A"].verdict == "not reproduced" and "B (not reproduced)" in out["A"].note
@@ -76,16 +82,16 @@ def _premise_claims():
 
 def _verdicts_with(acc_shift, monkeypatch, order=None):
     """Judge the premise claims on 8 seeds: 'worse' is significantly the wrong way, 'better' a clear win."""
-    import numpy as np
+    import dataclasses
 
-    from iclr26.harness import verdicts
+    import numpy as np
 
     pc = _premise_claims()
     if order is not None:
         pc = type(pc)(pc.title, pc.arxiv, pc.code, tuple(pc.claims[i] for i in order))
-    monkeypatch.setattr(verdicts, "claims_for", lambda paper: pc)
-    monkeypatch.setattr(verdicts, "folder_fingerprint", lambda paper: "fp")
-    monkeypatch.setattr(verdicts, "staleness", lambda t, fp=None: None)
+    # 'worse' reads the same metric as 'better' with the arms swapped: a contradiction on its own
+    pc = type(pc)(pc.title, pc.arxiv, pc.code, tuple(
+        dataclasses.replace(c, method="b", baseline="a") if c.id == "worse" else c for c in pc.claims))
     rng = np.random.default_rng(1)
     trials = []
     for seed in range(8):
@@ -93,18 +99,7 @@ def _verdicts_with(acc_shift, monkeypatch, order=None):
         m = {"acc": {"a": 0.5 + acc_shift + 0.02 * rng.normal()},
              "m": {"a": b + 1.0 + 0.1 * rng.normal(), "b": b}}
         trials.append(Trial("cda", "quick", seed, "fp", "ok", {"metrics": m}, None, 0, 0, "", {}, {}, 0))
-    # 'worse' and 'design' read the same metric with the arms swapped: a contradiction on its own
-    pc_claims = {c.id: c for c in pc.claims}
-    import dataclasses
-    swapped = dataclasses.replace(pc_claims["worse"], method="b", baseline="a")
-    pc = type(pc)(pc.title, pc.arxiv, pc.code, tuple(swapped if c.id == "worse" else c for c in pc.claims))
-    monkeypatch.setattr(verdicts, "claims_for", lambda paper: pc)
-
-    class FakeStore:
-        def trials_at(self, *a):
-            return trials
-
-    return {v.claim.id: v for v in verdicts.judge_paper(registry.get("cda"), "quick", FakeStore(), save=False)}
+    return _judge(monkeypatch, pc, trials)
 
 
 @pytest.mark.parametrize("order", [None, (3, 2, 1, 0), (2, 0, 3, 1)])
