@@ -1,0 +1,269 @@
+"""RECON: the robust circular mean against a brute-force reference, the natural pose, the IE-AE's
+exact invariance / equivariance under quarter turns, the circular W1, and rejections."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from iclr26.vision.recon import (RECON, IEAutoencoder, InvariantPoseEncoder, NonFiniteTrainingError,
+                                 TestTimeCanonicalizer, circular_w1, class_frechet_means, robust_frechet_mean,
+                                 rotate, train_ieae, wrap_angle)
+
+
+# ---------------------------------------------------------------- independent references
+def _ref_rho(d, estimator, c):
+    """The M-estimator losses written from their textbook definitions."""
+    if estimator == "mean":
+        return d ** 2
+    if estimator == "median":
+        return d
+    if estimator == "huber":
+        return np.where(d <= c, d ** 2 / 2, c * d - c ** 2 / 2)
+    if estimator == "tukey":
+        return np.where(d <= c, c ** 2 / 6 * (1 - (1 - (d / c) ** 2) ** 3), c ** 2 / 6)
+    raise AssertionError(estimator)
+
+
+def _ref_mean(theta, estimator, c=math.pi / 2, w=None):
+    """Grid search of argmin_mu sum_j w_j rho(d(mu, theta_j)) with the arc distance, then a fine grid."""
+    theta = np.asarray(theta, dtype=float)
+    w = np.ones_like(theta) if w is None else np.asarray(w, dtype=float)
+
+    def obj(mu):
+        d = np.abs((theta[None, :] - mu[:, None] + math.pi) % (2 * math.pi) - math.pi)
+        return (w * _ref_rho(d, estimator, c)).sum(1)
+
+    grid = np.linspace(-math.pi, math.pi, 20001)
+    m0 = grid[obj(grid).argmin()]
+    fine = np.linspace(m0 - 1e-3, m0 + 1e-3, 2001)
+    o = obj(fine)
+    return fine[o.argmin()], o.min(), obj
+
+
+def _arc(a, b):
+    return abs((a - b + math.pi) % (2 * math.pi) - math.pi)
+
+
+# ---------------------------------------------------------------- robust Frechet mean
+@pytest.mark.parametrize("estimator", ["mean", "median", "huber", "tukey"])
+def test_robust_mean_matches_brute_force(estimator):
+    rng = np.random.default_rng(0)
+    for trial in range(6):
+        centre = rng.uniform(-math.pi, math.pi)
+        theta = centre + rng.normal(0, 0.4, 9)
+        theta[:2] = rng.uniform(-math.pi, math.pi, 2)          # outliers
+        got = float(robust_frechet_mean(torch.tensor(theta), estimator, c=1.0))
+        ref, ref_obj, obj = _ref_mean(theta, estimator, c=1.0)
+        # same minimiser, or (near-ties) the same objective value
+        assert _arc(got, ref) < 2e-3 or obj(np.array([got]))[0] <= ref_obj + 1e-6, (estimator, trial, got, ref)
+
+
+def test_mean_wraps_across_pi():
+    theta = torch.tensor([math.pi - 0.1, -math.pi + 0.1, math.pi - 0.05, -math.pi + 0.05])
+    for est in ("mean", "tukey", "huber", "median"):
+        m = float(robust_frechet_mean(theta, est))
+        assert _arc(m, math.pi) < 0.06, (est, m)
+
+
+def test_tukey_ignores_far_mode_mean_does_not():
+    # 6 points near 0.2, 4 points near 0.2 + pi: the biweight locks onto the larger mode
+    theta = torch.tensor([0.2] * 6 + [0.2 + math.pi] * 4) + torch.linspace(-0.02, 0.02, 10)
+    assert _arc(float(robust_frechet_mean(theta, "tukey")), 0.2) < 0.02
+    ref, _, _ = _ref_mean(theta.numpy(), "mean")
+    assert _arc(float(robust_frechet_mean(theta, "mean")), ref) < 2e-3
+    assert _arc(ref, 0.2) > 0.3  # the plain Frechet mean is pulled away
+
+
+def test_weights_drop_points_and_batch_rows_are_independent():
+    theta = torch.tensor([[0.1, 0.2, 3.0], [1.0, 1.1, 1.2]])
+    w = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    m = robust_frechet_mean(theta, "mean", weights=w)
+    assert m.shape == (2,)
+    assert abs(float(m[0]) - 0.15) < 1e-6 and abs(float(m[1]) - 1.1) < 1e-6
+
+
+def test_reductions_identical_and_single():
+    assert abs(float(robust_frechet_mean(torch.full((7,), 0.7), "tukey")) - 0.7) < 1e-6
+    assert abs(float(robust_frechet_mean(torch.tensor([-2.5]), "huber")) + 2.5) < 1e-6
+
+
+def test_robust_mean_equivariant_to_shifts():
+    rng = np.random.default_rng(1)
+    theta = torch.tensor(rng.normal(0.3, 0.5, 15))
+    for est in ("tukey", "huber", "median", "mean"):
+        a = float(robust_frechet_mean(theta, est))
+        b = float(robust_frechet_mean(wrap_angle(theta + 2.0), est))
+        assert _arc(b, a + 2.0) < 1e-4, est
+
+
+# ---------------------------------------------------------------- RECON
+def test_recon_natural_pose_is_relative_to_neighbourhood_mean():
+    # two clusters in z; cluster A has arbitrary offset 1.0, cluster B offset -2.0
+    rng = np.random.default_rng(2)
+    true = rng.normal(0, 0.2, 60)
+    z = np.concatenate([rng.normal(0, 0.01, (30, 3)), rng.normal(5, 0.01, (30, 3))])
+    off = np.r_[np.full(30, 1.0), np.full(30, -2.0)]
+    g = torch.tensor(true + off)
+    r = RECON(k=10, estimator="mean").fit(torch.tensor(z), g)
+    gn = r(torch.tensor(z), g, exclude_self=True)
+    idx = r.neighbours(torch.tensor(z), exclude_self=True).numpy()
+    for i in (0, 45):
+        ref, _, _ = _ref_mean(g.numpy()[idx[i]], "mean")
+        assert _arc(float(gn[i]), float(g[i]) - ref) < 2e-3
+        assert i not in idx[i] and len(set(idx[i])) == 10
+        assert (idx[i] < 30).all() == (i < 30)
+    # the offsets are gone: natural poses track the true ones
+    assert np.mean(np.abs(wrap_angle(gn - torch.tensor(true)).numpy())) < 0.1
+
+
+def test_recon_single_neighbour_is_relative_pose():
+    z = torch.tensor([[0.0], [1.0], [10.0]])
+    g = torch.tensor([0.5, -1.0, 2.0])
+    r = RECON(k=1).fit(z, g)
+    gn = r(torch.tensor([[0.9], [9.0]]), torch.tensor([0.0, 0.0]))
+    assert torch.allclose(gn, torch.tensor([1.0, -2.0]))
+    # with exclude_self the single neighbour is the other point
+    gs = r(z[:2], g[:2], exclude_self=True)
+    assert torch.allclose(gs, wrap_angle(torch.tensor([0.5 + 1.0, -1.0 - 0.5])))
+
+
+def test_recon_identical_poses_give_identity_and_state_dict_roundtrip():
+    z = torch.randn(30, 4)
+    g = torch.full((30,), 1.3)
+    r = RECON(k=5).fit(z, g)
+    assert torch.allclose(r(z, g), torch.zeros(30), atol=1e-6)
+    r2 = RECON(k=5)
+    r2.load_state_dict(r.state_dict())
+    q = torch.randn(4, 4)
+    assert torch.allclose(r2(q, torch.zeros(4)), r(q, torch.zeros(4)))
+
+
+def test_recon_rejections():
+    with pytest.raises(ValueError, match="k"):
+        RECON(k=0)
+    with pytest.raises(ValueError, match="estimator"):
+        RECON(estimator="trimmed")
+    with pytest.raises(ValueError, match="c must"):
+        RECON(c=-1.0)
+    r = RECON(k=3)
+    with pytest.raises(RuntimeError, match="not fitted"):
+        r(torch.zeros(2, 2), torch.zeros(2))
+    with pytest.raises(ValueError, match="fewer than k"):
+        r.fit(torch.zeros(2, 2), torch.zeros(2))
+    with pytest.raises(ValueError, match="NaN"):
+        r.fit(torch.tensor([[float("nan"), 0.0]] * 4), torch.zeros(4))
+    with pytest.raises(ValueError, match="g_hat"):
+        r.fit(torch.zeros(4, 2), torch.zeros(3))
+    r.fit(torch.randn(5, 2), torch.zeros(5))
+    with pytest.raises(ValueError, match="z must be"):
+        r(torch.zeros(2, 3), torch.zeros(2))
+    with pytest.raises(ValueError, match="NaN"):
+        r(torch.zeros(2, 2), torch.tensor([0.0, float("inf")]))
+    with pytest.raises(ValueError, match="empty"):
+        robust_frechet_mean(torch.empty(0))
+    with pytest.raises(ValueError, match="weights"):
+        robust_frechet_mean(torch.zeros(3), weights=torch.tensor([1.0, -1.0, 1.0]))
+
+
+# ---------------------------------------------------------------- backbone
+def _digit_like(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.zeros(3, 1, 16, 16)
+    x[:, :, 4:12, 6:10] = torch.rand(3, 1, 8, 4, generator=g)
+    x[:, :, 4:6, 6:12] = 1.0
+    return x
+
+
+def test_rotate_quarter_turn_is_rot90_and_inverse():
+    x = torch.rand(2, 1, 16, 16)
+    assert torch.allclose(rotate(x, math.pi / 2), torch.rot90(x, 1, (-2, -1)), atol=1e-5)
+    yy, xx = torch.meshgrid(torch.arange(16.0), torch.arange(16.0), indexing="ij")
+    blob = torch.exp(-((yy - 5) ** 2 + (xx - 9) ** 2) / 8).reshape(1, 1, 16, 16)
+    assert (rotate(rotate(blob, 0.7), -0.7) - blob).abs().max() < 0.1
+    # counter-clockwise: a blob above the centre moves to the left
+    top = torch.exp(-((yy - 3) ** 2 + (xx - 7.5) ** 2) / 2).reshape(1, 1, 16, 16)
+    moved = rotate(top, 0.5)[0, 0]
+    assert moved.sum(0).argmax() < 7
+    with pytest.raises(ValueError, match="theta"):
+        rotate(x, torch.zeros(3))
+
+
+@pytest.mark.parametrize("q", [1, 2, 3])
+def test_encoder_exactly_invariant_and_equivariant_on_quarter_turns(q):
+    torch.manual_seed(0)
+    enc = InvariantPoseEncoder(size=16, z_dim=6, n_rot=8, width=4).eval()
+    x = _digit_like() * enc.mask
+    with torch.no_grad():
+        z, g = enc(x)
+        z2, g2 = enc(torch.rot90(x, q, (-2, -1)))
+    assert torch.allclose(z, z2, atol=1e-4)
+    assert torch.allclose(wrap_angle(g2 - g - q * math.pi / 2), torch.zeros(3), atol=1e-4)
+
+
+def test_ieae_reconstruction_shape_and_training_step_and_nonfinite():
+    torch.manual_seed(0)
+    m = IEAutoencoder(size=16, z_dim=4, n_rot=4, width=4, hidden=16)
+    x = _digit_like()
+    rec, z, g = m(x)
+    assert rec.shape == x.shape and z.shape == (3, 4) and g.shape == (3,)
+    losses = train_ieae(m, x, steps=3, batch_size=2, lr=1e-3)
+    assert len(losses) == 3 and all(math.isfinite(v) for v in losses)
+    with torch.no_grad():
+        m.decoder[0].weight.fill_(float("nan"))
+    with pytest.raises(NonFiniteTrainingError):
+        train_ieae(m, x, steps=1)
+    with pytest.raises(ValueError, match="n_rot"):
+        InvariantPoseEncoder(n_rot=6)
+    with pytest.raises(ValueError, match="x must be"):
+        m.encoder(torch.zeros(2, 1, 8, 8))
+    with pytest.raises(ValueError, match="lr"):
+        train_ieae(m, x, steps=1, lr=-1.0)
+
+
+def test_test_time_canonicalizer_undoes_quarter_turns():
+    torch.manual_seed(0)
+    enc = InvariantPoseEncoder(size=16, z_dim=6, n_rot=8, width=4).eval()
+    x = _digit_like() * enc.mask
+    with torch.no_grad():
+        z, g = enc(x)
+    r = RECON(k=1).fit(z, g)
+    ttc = TestTimeCanonicalizer(enc, r, torch.nn.Flatten(), mask=enc.mask)
+    with torch.no_grad():
+        a = ttc(x)
+        b = ttc(torch.rot90(x, 1, (-2, -1)))
+    assert torch.allclose(a, b, atol=1e-3)  # the canonical input does not depend on the rotation
+
+
+# ---------------------------------------------------------------- metrics and labels
+def test_circular_w1_reference_values():
+    assert abs(circular_w1([0.0], [1.0]) - 1.0) < 1e-12
+    assert abs(circular_w1([0.1], [-0.1]) - 0.2) < 1e-12          # across 0
+    assert abs(circular_w1([3.0], [-3.0]) - (2 * math.pi - 6.0)) < 1e-9  # across pi
+    assert circular_w1([0.3, 1.2, 2.0], [1.2, 2.0, 0.3]) < 1e-12
+    # uniform on the circle vs a point mass: the mean arc distance, pi / 2
+    u = np.linspace(-math.pi, math.pi, 4000, endpoint=False)
+    assert abs(circular_w1(u, [0.4]) - math.pi / 2) < 1e-3
+    # shift of a sample by s moves W1 by |s| (for small s)
+    rng = np.random.default_rng(0)
+    a = rng.normal(0, 0.3, 200)
+    assert abs(circular_w1(a, a + 0.25) - 0.25) < 1e-9
+    with pytest.raises(ValueError, match="NaN"):
+        circular_w1([float("nan")], [0.0])
+    with pytest.raises(ValueError, match="empty"):
+        circular_w1([], [0.0])
+
+
+def test_circular_w1_matches_grid_reference():
+    rng = np.random.default_rng(3)
+    a, b = rng.uniform(-3, 3, 7), rng.uniform(-3, 3, 5)
+    t = np.linspace(0, 2 * math.pi, 200001)[:-1]
+    F = (np.mod(a, 2 * math.pi)[None, :] <= t[:, None]).mean(1) - (np.mod(b, 2 * math.pi)[None, :] <= t[:, None]).mean(1)
+    ref = min(np.abs(F - mu).mean() * 2 * math.pi for mu in np.linspace(-1, 1, 2001))
+    assert abs(circular_w1(a, b) - ref) < 2e-3
+
+
+def test_class_means():
+    g = torch.tensor([0.1, 0.2, 0.3, 2.0, 2.1])
+    m = class_frechet_means(g, torch.tensor([0, 0, 0, 1, 1]), estimator="mean")
+    assert abs(m[0] - 0.2) < 1e-6 and abs(m[1] - 2.05) < 1e-6
