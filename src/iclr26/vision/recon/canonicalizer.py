@@ -139,7 +139,9 @@ class RECON(nn.Module):
     as buffers (so it travels with ``state_dict`` and ``.to``); ``forward(z, g_hat)`` returns the
     natural poses ``g_nat = wrap(g_hat - m)`` with ``m`` the robust Frechet mean
     (:func:`robust_frechet_mean`) of the poses of the ``k`` reference points nearest to ``z``
-    (Euclidean). ``exclude_self=True`` (for queries that are the reference set itself) drops each
+    (Euclidean; with ``standardize=True``, the default and this library's choice, after z-scoring
+    each coordinate by the reference set's mean and standard deviation, so that no code dimension's
+    scale decides the neighbours). ``exclude_self=True`` (for queries that are the reference set itself) drops each
     query's own entry (its nearest point at distance 0).
 
     Defaults: ``k = 25`` neighbours (the planning notes' reading of the paper; not verified in its
@@ -148,7 +150,7 @@ class RECON(nn.Module):
     """
 
     def __init__(self, k: int = 25, estimator: str = "tukey", c: float = math.pi / 2, iters: int = 30,
-                 chunk: int = 1024):
+                 standardize: bool = True, chunk: int = 1024):
         super().__init__()
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
@@ -159,7 +161,10 @@ class RECON(nn.Module):
         if not isinstance(chunk, int) or chunk < 1:
             raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
         self.k, self.estimator, self.c, self.iters, self.chunk = k, estimator, float(c), iters, chunk
+        self.standardize = bool(standardize)
         self.register_buffer("z_ref", torch.empty(0, 0))
+        self.register_buffer("z_mean", torch.empty(0))
+        self.register_buffer("z_scale", torch.empty(0))
         self.register_buffer("g_ref", torch.empty(0))
 
     @staticmethod
@@ -176,13 +181,18 @@ class RECON(nn.Module):
         self._check_pair(z, g_hat, "reference")
         if z.shape[0] < self.k:
             raise ValueError(f"the reference set has {z.shape[0]} points, fewer than k={self.k}")
-        self.z_ref = z.detach().clone()
+        z = z.detach().clone()
+        if self.standardize:
+            self.z_mean, self.z_scale = z.mean(0), z.std(0, unbiased=False).clamp_min(1e-12)
+        else:
+            self.z_mean, self.z_scale = torch.zeros(z.shape[1], dtype=z.dtype), torch.ones(z.shape[1], dtype=z.dtype)
+        self.z_ref = (z - self.z_mean) / self.z_scale
         self.g_ref = wrap_angle(g_hat.detach().clone())
         return self
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # the reference set's size is only known from the checkpoint: resize the buffers first
-        for name in ("z_ref", "g_ref"):
+        for name in ("z_ref", "g_ref", "z_mean", "z_scale"):
             if prefix + name in state_dict:
                 setattr(self, name, torch.empty_like(state_dict[prefix + name]))
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
@@ -203,7 +213,8 @@ class RECON(nn.Module):
             raise ValueError(f"k={self.k} (+1 for exclude_self) exceeds the {self.z_ref.shape[0]} reference points")
         out = []
         for i in range(0, z.shape[0], self.chunk):
-            d = torch.cdist(z[i:i + self.chunk].to(self.z_ref.dtype), self.z_ref)
+            q = (z[i:i + self.chunk].to(self.z_ref.dtype) - self.z_mean) / self.z_scale
+            d = torch.cdist(q, self.z_ref)
             idx = d.topk(kk, dim=1, largest=False).indices
             out.append(idx[:, 1:] if exclude_self else idx)
         return torch.cat(out)
