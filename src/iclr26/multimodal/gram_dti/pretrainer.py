@@ -205,6 +205,9 @@ class GRAMDTIPretrainer(nn.Module):
         """
         n = self._check_views(views)
         z = self.embed(views)
+        for m in self.modalities:
+            if not bool(torch.isfinite(z[m]).all()):
+                raise NonFiniteTrainingError(f"non-finite projected embedding of modality {m!r}")
         l1, l2, l3 = self.lambdas
         info = {}
         ic50_loss = None
@@ -280,7 +283,10 @@ class GRAMDTIPretrainer(nn.Module):
             idx = perm[pos:pos + bs]
             pos += bs
             batch = {m: views[m][idx] for m in self.modalities}
-            loss, _ = self.loss(batch, None if ic50 is None else ic50[idx])
+            try:
+                loss, _ = self.loss(batch, None if ic50 is None else ic50[idx])
+            except NonFiniteTrainingError as e:
+                raise NonFiniteTrainingError(f"{e} at step {step}") from None
             if not bool(torch.isfinite(loss)):
                 raise NonFiniteTrainingError(f"non-finite loss {float(loss)} at step {step}")
             opt.zero_grad(set_to_none=True)
