@@ -5,7 +5,8 @@ from threadpoolctl import threadpool_limits
 
 from iclr26.classical.cpd_mrdpg import (MRDPGChangePoint, cusum_split, hetero_pca, limiting_quantiles,
                                         seeded_intervals, simulate_dmrdpg, th_pca)
-from iclr26.classical.cpd_mrdpg.experiment import SCALES, coverage, hausdorff, kernel_cpd, run
+from iclr26.classical.cpd_mrdpg.experiment import (SCALES, coverage, covering_metric, hausdorff, interval_audit,
+                                                  kernel_cpd, run)
 
 
 @pytest.fixture(autouse=True)
@@ -15,13 +16,36 @@ def _one_blas_thread():
 
 
 def test_seeded_intervals_hand_computed():
-    # T = 16, alpha = sqrt(1/2): layers of lengths 16, 11.3, 8, 5.7, 4 (computed by hand)
+    # T = 16, alpha = sqrt(1/2), the official construct_intervals' floating-point arithmetic: layer lengths
+    # 16, 11.31, 8 + 2 ulp, 5.66, 4 + 1 ulp (ceilings 16, 12, 9, 6, 5)
     iv = {tuple(x) for x in seeded_intervals(16)}
-    for expected in [(0, 16), (0, 12), (2, 14), (4, 16), (0, 8), (4, 12), (8, 16), (2, 9), (5, 11), (7, 14),
-                     (10, 16), (0, 4), (12, 16), (6, 10)]:
-        assert expected in iv
-    assert len(iv) == 1 + 3 + 3 + 5 + 7
+    expected = {(0, 16),                                    # layer 1
+                (0, 12), (2, 14), (4, 16),                  # layer 2
+                (0, 9), (3, 12), (7, 16),                   # layer 3: ceil(8 + 2 ulp) = 9, floor(4 - 1 ulp) = 3
+                (0, 6), (2, 9), (5, 11), (7, 14), (10, 16),  # layer 4
+                (0, 5), (2, 7), (4, 8), (6, 10), (8, 12), (10, 14), (12, 16)}  # layer 5: ceil(4 + 1 ulp) = 5
+    assert iv == expected
     assert all(e - s >= 4 for s, e in iv)
+
+
+def test_seeded_intervals_match_the_official_arithmetic():
+    # a direct transcription of the construction (layer cap ceil(log_{1/alpha} T), no rounding guards)
+    for T in (16, 50, 100, 37):
+        a = np.sqrt(0.5)
+        ref = set()
+        for k in range(1, int(np.ceil(np.log(T) / np.log(1 / a))) + 1):
+            nk = 2 * int(np.ceil((1 / a) ** (k - 1))) - 1
+            lk = T * a ** (k - 1)
+            if np.ceil(lk) < 4:
+                break
+            sk = 0 if nk == 1 else (T - lk) / (nk - 1)
+            for i in range(nk):
+                s, e = int(np.floor(i * sk)), int(min(np.ceil(i * sk + lk), T))
+                if e - s >= 4:
+                    ref.add((s, e))
+        assert {tuple(x) for x in seeded_intervals(T)} == ref
+    # T = 100: the layer of length 50 + 1 ulp ends at 51 (the official intervals), not 50
+    assert (0, 51) in {tuple(x) for x in seeded_intervals(100)}
 
 
 def test_cusum_matches_direct_formula():
@@ -141,7 +165,7 @@ def test_rejects_bad_input():
     with pytest.raises(ValueError, match=r"\(T, n, n, L\)"):
         MRDPGChangePoint().fit(np.zeros((40, 5, 6, 2)))
     with pytest.raises(ValueError, match="too short"):
-        MRDPGChangePoint().fit(np.zeros((6, 5, 5, 2)))
+        MRDPGChangePoint(ranks=None).fit(np.zeros((6, 5, 5, 2)))
     with pytest.raises(RuntimeError, match="not fitted"):
         MRDPGChangePoint().predict()
     with pytest.raises(ValueError, match="jump"):
@@ -269,16 +293,16 @@ def test_stage1_candidates_match_direct_cusum():
 
 def test_threshold_rate_and_explicit_value():
     A, _, _ = simulate_dmrdpg(T=40, n=10, L=3, d=2, change_points=(20,), random_state=0)
-    m = MRDPGChangePoint(threshold_c=0.2).fit(A)
+    m = MRDPGChangePoint(ranks=(2, 2, 3), threshold_c=0.2).fit(A)
     assert m.threshold_ == pytest.approx(0.2 * 10 * np.sqrt(3) * np.log(20) ** 1.5)
-    m = MRDPGChangePoint(threshold=7.5).fit(A)
+    m = MRDPGChangePoint(ranks=(2, 2, 3), threshold=7.5).fit(A)
     assert m.threshold_ == 7.5
     assert isinstance(m.threshold_, float)
 
 
 def test_confidence_intervals_by_hand():
     # a weak jump: wide intervals; every quantity recomputed from the definitions (README, Limiting distribution)
-    A, _, _ = simulate_dmrdpg(T=80, n=16, L=2, d=2, change_points=(40,), jump=0.5, random_state=4)
+    A, _, _ = simulate_dmrdpg(T=80, n=16, L=2, d=2, change_points=(40,), jump=0.5, random_state=2)
     model = MRDPGChangePoint(ranks=(2, 2, 2), n_sim=300, random_state=9).fit(A)
     assert model.half_change_points_.size == 1
     cis = model.confidence_intervals(level=0.9)
@@ -337,7 +361,7 @@ def test_validation_messages_and_boundaries():
     with pytest.raises(RuntimeError, match=r"^this MRDPGChangePoint is not fitted yet: call fit\(A\) first$"):
         MRDPGChangePoint().confidence_intervals()
     # boundaries that are allowed
-    MRDPGChangePoint(min_len=2, threshold=0.5, alpha=0.5, n_sim=50).fit(A)
+    MRDPGChangePoint(ranks=(2, 2, 2), min_len=2, threshold=0.5, alpha=0.5, n_sim=50).fit(A)
 
 
 @pytest.mark.parametrize("kw, word", [({"ranks": (0, 2, 2)}, "ranks"), ({"ranks": (2.0, 2, 2)}, "ranks"),
@@ -418,7 +442,7 @@ def test_default_refinement_is_the_official_refinement1():
     c = MRDPGChangePoint(ranks=(3, 3, 2), refinement="least_squares").fit(A)
     assert a.stage1_half_.tolist() == [15, 21]
     assert a.change_points_.tolist() == b.change_points_.tolist() == [30, 42]
-    assert c.change_points_.tolist() == [34, 40]
+    assert c.change_points_.tolist() == [34, 38]
     assert b.half_change_points_.tolist() == b._refine_cusum(b.stage1_half_.tolist())
     assert c.half_change_points_.tolist() == c._refine(c.stage1_half_.tolist())
 
@@ -435,8 +459,14 @@ def test_kernel_competitor_finds_a_clean_change():
 def test_experiment_arms_and_settings():
     out = run("smoke", 0)
     m = out["metrics"]
-    assert set(m["hausdorff"]) == {"lowrank", "sbs", "kernel", "lowrank_ls", "raw", "kernel_oracle_k"}
-    assert set(m["hausdorff_paper_jump"]) == {"lowrank", "sbs", "kernel"}
+    assert set(m["hausdorff"]) == {"lowrank", "lowrank_r2", "sbs", "kernel", "lowrank_xhalf", "lowrank_ls", "raw",
+                                   "kernel_oracle_k"}
+    assert set(m["hausdorff_paper_jump"]) == {"lowrank", "lowrank_r2", "sbs", "kernel"}
+    assert set(m["moved"]) == {"lowrank", "lowrank_xhalf"} and set(m["moved_paper_jump"]) == {"lowrank"}
+    assert set(m["covering_paper_jump"]) == {"lowrank", "lowrank_r2", "kernel"}
+    # every CPDmrdpg arm at one jump shares the threshold constant chosen on development seeds
+    assert out["info"]["weak_jump"]["threshold_c"] == SCALES["smoke"]["threshold_c"]["weak"]
+    assert SCALES["quick"]["change_points"] == (70, 140)
     # the two settings are different draws at the two jumps
     assert out["info"]["paper_jump"]["kernel_pen"] == SCALES["smoke"]["kernel_pen"]["paper"]
     assert out["info"]["weak_jump"]["kernel_pen"] == SCALES["smoke"]["kernel_pen"]["weak"]
@@ -452,3 +482,185 @@ def test_intervals_are_centred_by_the_official_refinement2():
     assert [ci.estimate for ci in m.confidence_intervals()] == [2 * c for c in centres]
     ls = MRDPGChangePoint(ranks=(3, 3, 2), refinement="least_squares", n_sim=100, random_state=0).fit(A)
     assert [ci.estimate for ci in ls.confidence_intervals()] == ls.change_points_.tolist()
+
+
+def test_limiting_quantiles_left_sigma_drives_negative_side():
+    # P(r) = -r + 2 sigma_left W1(-r) for r < 0: a quiet left side (sigma_left small) keeps the argmin
+    # from wandering left, a noisy right side lets it wander right (a left/right swap reverses this)
+    q = limiting_quantiles(0.1, 2.0, (0.025, 0.975), 2000, rng=0)
+    assert q[0] > -0.2 and q[1] > 5.0
+    q_sw = limiting_quantiles(2.0, 0.1, (0.025, 0.975), 2000, rng=0)
+    assert q_sw[1] < 0.2 and q_sw[0] < -5.0
+    # the law of argmin |r| + 2 sigma W(|r|): scale 4 sigma^2 from Brownian scaling; its 97.5 % quantile
+    # for sigma = 1 is near 4 x 2.5 (Bhattacharya-Brockwell law; +-15 % for 4000 draws)
+    q1 = limiting_quantiles(1.0, 1.0, (0.025, 0.975), 4000, rng=1)
+    assert 7.0 < q1[1] < 13.0
+
+
+def test_limiting_quantiles_default_grid_pinned():
+    # the defaults: step max(sigma)^2 / 50, horizon 60 max(sigma)^2
+    probs = (0.05, 0.5, 0.95)
+    a = limiting_quantiles(0.5, 2.0, probs, 200, rng=7)
+    b = limiting_quantiles(0.5, 2.0, probs, 200, rng=7, grid_step=4.0 / 50, horizon=240.0)
+    np.testing.assert_array_equal(a, b)
+    c = limiting_quantiles(0.5, 2.0, probs, 200, rng=7, grid_step=4.0 / 5, horizon=240.0)
+    assert not np.array_equal(a, c)
+
+
+@pytest.mark.parametrize("args, word", [((-1.0, -1.0), "sigma_left"), ((1.0, np.nan), "sigma_right"),
+                                        ((1.0, np.inf), "sigma_right"), ((True, 1.0), "sigma_left")])
+def test_limiting_quantiles_rejects_bad_sigma(args, word):
+    with pytest.raises(ValueError, match=f"^{word} must"):
+        limiting_quantiles(*args, (0.025, 0.975), 100, rng=0)
+
+
+def test_limiting_quantiles_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="^n_sim must"):
+        limiting_quantiles(1.0, 1.0, (0.025, 0.975), 0, rng=0)
+    with pytest.raises(ValueError, match="^probs must"):
+        limiting_quantiles(1.0, 1.0, (0.025, 1.5), 10, rng=0)
+    with pytest.raises(ValueError, match="^grid_step must"):
+        limiting_quantiles(1.0, 1.0, (0.5,), 10, rng=0, grid_step=0.0)
+    with pytest.raises(ValueError, match="^horizon must"):
+        limiting_quantiles(1.0, 1.0, (0.5,), 10, rng=0, horizon=np.inf)
+
+
+def test_refinement1_clips_the_jump_estimate_at_twice_the_cusum_scale():
+    # a jump of 3 per entry (an internal input beyond {0, 1}): the CUSUM entries are 3 sqrt(w), clipped
+    # to the official bound 2 sqrt(w), w = (e - v)(v - s)/(e - s)
+    n, L, Th = 4, 2, 20
+    X = np.concatenate([np.zeros((10, n, n, L)), np.full((10, n, n, L), 3.0)])
+    model = MRDPGChangePoint(ranks=None)
+    model._A = X
+    model._CA = np.vstack([np.zeros(X[0].size), np.cumsum(X.reshape(Th, -1), axis=0)])
+    s, e, v = 4, 16, 10
+    w = (e - v) * (v - s) / (e - s)
+    P = model._jump_estimate(s, e, v)
+    np.testing.assert_allclose(P, -2 * np.sqrt(w))
+    # the unclipped value when the jump is within the bound
+    model._CA = model._CA / 3.0
+    np.testing.assert_allclose(model._jump_estimate(s, e, v), -np.sqrt(w))
+
+
+def test_refinement_window_bounds():
+    # s_k = floor((nu_{k-1} + nu_k)/2), e_k = ceil((nu_k + nu_{k+1})/2): odd sums pin floor and ceil
+    assert MRDPGChangePoint._window([0, 11, 24, 40], 1) == (5, 18)
+    assert MRDPGChangePoint._window([0, 11, 24, 40], 2) == (17, 32)
+    assert MRDPGChangePoint._window([0, 10, 13, 24], 1) == (5, 12)
+
+
+def test_least_squares_refinement_reaches_the_window_end():
+    # the true change sits at e_k - 1 = 11 (window (5, 12) around nu = 10, next point 13): only the ceiling
+    # of the window end makes it a candidate
+    n, L, Th = 6, 2, 24
+    P = np.concatenate([np.full((11, n, n, L), 0.2), np.full((13, n, n, L), 0.7)])
+    model = MRDPGChangePoint(ranks=(1, 1, 1))
+    model._A, model._B = P, P
+    assert model._refine([10, 13])[0] == 11
+
+
+def test_cross_half_jump_estimate_uses_the_other_half():
+    rng = np.random.default_rng(5)
+    n, L, Th = 8, 2, 24
+    P1, P2 = rng.uniform(0.2, 0.5, (n, n, L)), rng.uniform(0.4, 0.8, (n, n, L))
+    P = np.stack([P1] * 9 + [P2] * 8 + [P1] * 7)
+    A = (rng.random((Th, n, n, L)) < P).astype(float)
+    B = (rng.random((Th, n, n, L)) < P).astype(float)
+    cum = lambda X: np.vstack([np.zeros(X[0].size), np.cumsum(X.reshape(Th, -1), axis=0)])
+    same = MRDPGChangePoint(ranks=None)
+    same._A, same._CA, same._CB = A, cum(A), cum(B)
+    other = MRDPGChangePoint(ranks=None, jump_half="other")
+    other._A, other._CA, other._CB = A, cum(A), cum(B)
+    swapped = MRDPGChangePoint(ranks=None)
+    swapped._A, swapped._CA = B, cum(B)
+    np.testing.assert_allclose(other._jump_estimate(4, 13, 9), swapped._jump_estimate(4, 13, 9))
+    assert not np.allclose(other._jump_estimate(4, 13, 9), same._jump_estimate(4, 13, 9))
+    # the gain is still the CUSUM of A projected on the (B-half) estimate: brute force over t
+    nu = [9, 17]
+    out = other._refine_cusum(nu)
+    for k, (s, e) in enumerate([MRDPGChangePoint._window([0, *nu, Th], 1), MRDPGChangePoint._window([0, *nu, Th], 2)]):
+        Phat = other._jump_estimate(s, e, nu[k])
+        gains = {t: abs(np.sum(Phat.ravel() * (np.sqrt((e - t) / ((e - s) * (t - s))) * A[s:t].sum(0)
+                                              - np.sqrt((t - s) / ((e - s) * (e - t))) * A[t:e].sum(0)).ravel()))
+                 for t in range(s + 1, e)}
+        assert out[k] == max(gains, key=lambda t: (gains[t], -t))
+
+
+def test_simulation_follows_the_official_layer_order():
+    # official get_dirichlet_params: regime-2 layer l (1-based) draws from [(3L + l - 1)/(4L), (3L + l)/(4L)];
+    # rows of X, Y sum to 1, so every P_ij of layer l lies in its layer's range (no reversal of the layers)
+    L = 4
+    A, Ps, cps = simulate_dmrdpg(T=20, n=30, L=L, d=3, change_points=(7, 14), jump=1.0, random_state=0)
+    assert cps.tolist() == [7, 14] and len(Ps) == 3
+    for l in range(L):
+        assert (2 * L + l) / (4 * L) <= Ps[0][..., l].min() and Ps[0][..., l].max() <= (2 * L + l + 1) / (4 * L)
+        assert (3 * L + l) / (4 * L) <= Ps[1][..., l].min() and Ps[1][..., l].max() <= (3 * L + l + 1) / (4 * L)
+    np.testing.assert_array_equal(Ps[0], Ps[2])
+    assert simulate_dmrdpg.__defaults__[4] == (70, 140)      # the official scenario f1
+
+
+@pytest.mark.parametrize("kw, word", [({"change_points": (20, 20)}, "distinct"),
+                                      ({"change_points": (20.5,)}, "integers"),
+                                      ({"change_points": (0,)}, "strictly inside"),
+                                      ({"n": 0}, "n must"), ({"d": 0}, "d must"), ({"L": 0}, "L must"),
+                                      ({"T": 1.5}, "T must"), ({"jump": np.nan}, "jump"), ({"jump": True}, "jump")])
+def test_simulate_rejects_bad_arguments(kw, word):
+    base = dict(T=40, n=5, L=2, d=2, change_points=(20,))
+    with pytest.raises(ValueError, match=word):
+        simulate_dmrdpg(**{**base, **kw})
+
+
+def test_hetero_pca_and_th_pca_reject_bad_input():
+    with pytest.raises(ValueError, match="square"):
+        hetero_pca(np.ones((3, 4)), 1)
+    with pytest.raises(ValueError, match="^r "):
+        hetero_pca(np.eye(3), 4)
+    with pytest.raises(ValueError, match="^r "):
+        hetero_pca(np.eye(3), 0)
+    with pytest.raises(ValueError, match="NaN"):
+        hetero_pca(np.full((3, 3), np.nan), 1)
+    Y = np.random.default_rng(0).random((5, 5, 2))
+    with pytest.raises(ValueError, match="one rank per mode"):
+        th_pca(Y, (2, 2))
+    with pytest.raises(ValueError, match=r"ranks\[0\]"):
+        th_pca(Y, (0, 2, 2))
+    with pytest.raises(ValueError, match=r"ranks\[2\]"):
+        th_pca(Y, (2, 2, 3))
+
+
+@pytest.mark.parametrize("kw, word", [({"threshold": True}, "threshold"), ({"threshold": np.inf}, "threshold"),
+                                      ({"threshold": np.nan}, "threshold"), ({"threshold_c": np.inf}, "threshold_c"),
+                                      ({"threshold_c": True}, "threshold_c"), ({"ranks": (0, 0, 0)}, "ranks"),
+                                      ({"ranks": (11, 2, 2)}, "ranks"), ({"ranks": (2, 2, 3)}, "ranks"),
+                                      ({"jump_half": "B"}, "jump_half"), ({"n_sim": True}, "n_sim")])
+def test_rejects_silent_parameters(kw, word):
+    A, _, _ = simulate_dmrdpg(T=40, n=10, L=2, d=2, change_points=(20,), random_state=0)
+    with pytest.raises(ValueError, match=f"^{word}"):
+        MRDPGChangePoint(**kw).fit(A)
+
+
+def test_rejects_empty_networks():
+    with pytest.raises(ValueError, match="at least one node"):
+        MRDPGChangePoint(ranks=None).fit(np.zeros((40, 0, 0, 2)))
+    with pytest.raises(ValueError, match="at least one node"):
+        MRDPGChangePoint(ranks=None).fit(np.zeros((40, 3, 3, 0)))
+
+
+def test_covering_metric_reference():
+    # official eval_CP: sum over true segments |A| max J(A, A') / T; 0 without detections
+    assert covering_metric([70, 140], [70, 140], 200) == 1.0
+    assert covering_metric([], [70, 140], 200) == 0.0
+    # truth {1..70}, {71..140}, {141..200}; estimate {1..60}, {61..140}, {141..200}
+    expected = (70 * (60 / 70) + 70 * (70 / 80) + 60 * 1.0) / 200
+    assert covering_metric([60, 140], [70, 140], 200) == pytest.approx(expected)
+    # a false alarm splits a true segment: {71..140} best matched by {101..140} (40/70)
+    expected = (70 * 1.0 + 70 * max(30 / 70, 40 / 70) + 60) / 200
+    assert covering_metric([70, 100, 140], [70, 140], 200) == pytest.approx(expected)
+
+
+def test_interval_audit_separates_detection_exactness_and_coverage():
+    from iclr26.classical.cpd_mrdpg.changepoint import ConfidenceInterval
+    cis = [ConfidenceInterval(70, 69.0, 71.0, 1, 1, 1), ConfidenceInterval(136, 130.0, 139.0, 1, 1, 1)]
+    assert interval_audit(cis, [70, 140]) == [(True, True, True), (True, False, False)]
+    # one interval for two change points: the far one is matched to a false alarm, not a detection
+    assert interval_audit(cis[:1], [70, 140])[1] == (False, False, False)

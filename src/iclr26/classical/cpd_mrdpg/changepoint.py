@@ -53,31 +53,33 @@ __all__ = ["seeded_intervals", "cusum_split", "hetero_pca", "th_pca", "MRDPGChan
 def seeded_intervals(T: int, alpha: float = np.sqrt(0.5), min_len: int = 4) -> np.ndarray:
     """Seeded intervals ``(s, e]`` on ``{0, ..., T}`` (Kovacs, Li, Buehlmann, Munk 2023).
 
-    Layer k (k = 1, 2, ...) has ``n_k = 2 ceil(alpha^{-(k-1)}) - 1`` intervals of length
-    ``l_k = T alpha^{k-1}`` shifted evenly by ``(T - l_k)/(n_k - 1)``; layers stop once
-    ``l_k`` drops below ``min_len``. Duplicates are removed.
+    Layer k (k = 1, ..., ceil(log_{1/alpha} T)) has ``n_k = 2 ceil(alpha^{-(k-1)}) - 1`` intervals of
+    length ``l_k = T alpha^{k-1}`` shifted evenly by ``(T - l_k)/(n_k - 1)``, from
+    ``floor(i shift)`` to ``min(ceil(i shift + l_k), T)``; layers stop once ``ceil(l_k) < min_len``
+    and intervals shorter than ``min_len`` are dropped. The floating-point arithmetic is the official
+    ``construct_intervals``' (no rounding guards: ``T alpha^2`` is ``T/2 + 1 ulp``, so its ceiling is
+    ``T/2 + 1``). Duplicates are removed (rows sorted).
     """
-    if not (isinstance(T, Integral) and T >= 2):
+    if not (isinstance(T, Integral) and not isinstance(T, bool) and T >= 2):
         raise ValueError(f"T must be an integer >= 2, got {T!r}")
-    if not 0 < alpha < 1:
+    if not (isinstance(alpha, Real) and 0 < alpha < 1):
         raise ValueError(f"alpha (interval decay) must lie in (0, 1), got {alpha!r}")
-    if not (isinstance(min_len, Integral) and min_len >= 2):
+    if not (isinstance(min_len, Integral) and not isinstance(min_len, bool) and min_len >= 2):
         raise ValueError(f"min_len must be an integer >= 2, got {min_len!r}")
+    T, alpha = int(T), float(alpha)
     out = []
-    k = 1
-    while True:
-        # rounding guards against alpha = sqrt(1/2) giving 2.0000000000000004 for alpha^-2
-        lk = round(T * alpha ** (k - 1), 9)
+    n_layers = int(np.ceil(np.log(T) / np.log(1 / alpha)))
+    for k in range(1, n_layers + 1):
+        nk = 2 * int(np.ceil((1 / alpha) ** (k - 1))) - 1
+        lk = T * alpha ** (k - 1)
+        sk = 0.0 if nk == 1 else (T - lk) / (nk - 1)
         if np.ceil(lk) < min_len:
             break
-        nk = 2 * int(np.ceil(round((1 / alpha) ** (k - 1), 9))) - 1
-        sk = 0.0 if nk == 1 else (T - lk) / (nk - 1)
         for i in range(nk):
-            s = int(np.floor(round(i * sk, 9)))
-            e = int(min(np.ceil(round(i * sk + lk, 9)), T))
+            s = int(np.floor(i * sk))
+            e = int(min(np.ceil(i * sk + lk), T))
             if e - s >= min_len:
                 out.append((s, e))
-        k += 1
     return np.unique(np.array(out, dtype=int).reshape(-1, 2), axis=0)
 
 
@@ -98,7 +100,14 @@ def hetero_pca(G: np.ndarray, r: int, tmax: int = 20, tol: float = 1e-6) -> np.n
     diagonal of the current rank-``r`` approximation.
     """
     N = np.array(G, dtype=float, copy=True)
-    r = min(r, N.shape[0])
+    if N.ndim != 2 or N.shape[0] != N.shape[1] or N.shape[0] == 0:
+        raise ValueError(f"G must be a non-empty square (Gram) matrix, got shape {N.shape}")
+    if not np.all(np.isfinite(N)):
+        raise ValueError("G contains NaN or infinite entries")
+    if not (isinstance(r, Integral) and not isinstance(r, bool) and 1 <= r <= N.shape[0]):
+        raise ValueError(f"r (the rank) must be an integer in 1..{N.shape[0]} (the size of G), got {r!r}")
+    if not (isinstance(tmax, Integral) and not isinstance(tmax, bool) and tmax >= 1):
+        raise ValueError(f"tmax must be a positive integer, got {tmax!r}")
     np.fill_diagonal(N, 0.0)
     prev = -1.0
     U = None
@@ -120,6 +129,17 @@ def th_pca(Y: np.ndarray, ranks, tmax: int = 20, clip=(0.0, 1.0)) -> np.ndarray:
     For each mode k the Gram matrix of the mode-k unfolding goes through :func:`hetero_pca`;
     the estimate is ``Y x_1 U1U1^T x_2 U2U2^T x_3 U3U3^T``, clipped to ``clip``.
     """
+    Y = np.asarray(Y, dtype=float)
+    ranks = tuple(ranks)
+    if Y.ndim != len(ranks):
+        raise ValueError(f"ranks must give one rank per mode of Y: Y has {Y.ndim} modes (shape {Y.shape}), "
+                         f"got {len(ranks)} ranks {ranks!r}")
+    for mode, r in enumerate(ranks):
+        if not (isinstance(r, Integral) and not isinstance(r, bool) and 1 <= r <= Y.shape[mode]):
+            raise ValueError(f"ranks[{mode}] must be an integer in 1..{Y.shape[mode]} (the size of mode {mode}), "
+                             f"got {r!r}")
+    if not np.all(np.isfinite(Y)):
+        raise ValueError("Y contains NaN or infinite entries")
     Us = []
     for mode, r in enumerate(ranks):
         M = np.moveaxis(Y, mode, 0).reshape(Y.shape[mode], -1)
@@ -160,6 +180,11 @@ class MRDPGChangePoint:
     refinement : "cusum" (default) or "least_squares"
         Stage 2: the official ``refinement1`` (argmax of the CUSUM projected on the TH-PCA jump
         estimate) or the least-squares cost between the two TH-PCA segment means.
+    jump_half : "same" (default) or "other"
+        Which half the jump estimate ``P^`` of ``refinement1`` comes from. ``"same"``: the half ``A``
+        whose CUSUM it projects, as the official code has it. ``"other"`` (a deviation from the
+        official code): the independent half ``B``, so that the noise of ``P^`` does not correlate
+        with the CUSUM it is projected on.
     n_sim : int, default 500 (Monte-Carlo draws for the limiting distribution).
     random_state : int, Generator or None (used only for the Monte-Carlo quantiles).
 
@@ -172,7 +197,7 @@ class MRDPGChangePoint:
     """
 
     def __init__(self, ranks=(5, 5, 4), threshold="auto", threshold_c=0.1, alpha=float(np.sqrt(0.5)),
-                 min_len=4, refine=True, refinement="cusum", n_sim=500, random_state=None):
+                 min_len=4, refine=True, refinement="cusum", jump_half="same", n_sim=500, random_state=None):
         self.ranks = ranks
         self.threshold = threshold
         self.threshold_c = threshold_c
@@ -180,6 +205,7 @@ class MRDPGChangePoint:
         self.min_len = min_len
         self.refine = refine
         self.refinement = refinement
+        self.jump_half = jump_half
         self.n_sim = n_sim
         self.random_state = random_state
 
@@ -188,25 +214,30 @@ class MRDPGChangePoint:
         # the parameters first: the length check below uses min_len
         if self.ranks is not None:
             r = tuple(self.ranks)
-            if len(r) != 3 or not all(isinstance(x, Integral) and x >= 1 for x in r):
+            if len(r) != 3 or not all(isinstance(x, Integral) and not isinstance(x, bool) and x >= 1 for x in r):
                 raise ValueError(f"ranks must be 3 positive integers (d, d, L) or None, got {self.ranks!r}")
-        if not (self.threshold == "auto" or (isinstance(self.threshold, Real) and self.threshold > 0)):
-            raise ValueError(f"threshold must be 'auto' or a positive number, got {self.threshold!r}")
-        if not (isinstance(self.threshold_c, Real) and self.threshold_c > 0):
-            raise ValueError(f"threshold_c must be a positive number, got {self.threshold_c!r}")
+        if not (isinstance(self.threshold, str) and self.threshold == "auto"
+                or _positive_finite(self.threshold)):
+            raise ValueError(f"threshold must be 'auto' or a positive finite number, got {self.threshold!r}")
+        if not _positive_finite(self.threshold_c):
+            raise ValueError(f"threshold_c must be a positive finite number, got {self.threshold_c!r}")
         if not (isinstance(self.alpha, Real) and 0 < self.alpha < 1):
             raise ValueError(f"alpha must lie in (0, 1), got {self.alpha!r}")
-        if not (isinstance(self.min_len, Integral) and self.min_len >= 2):
+        if not (isinstance(self.min_len, Integral) and not isinstance(self.min_len, bool) and self.min_len >= 2):
             raise ValueError(f"min_len must be an integer >= 2, got {self.min_len!r}")
         if self.refinement not in ("cusum", "least_squares"):
             raise ValueError(f"refinement must be 'cusum' or 'least_squares', got {self.refinement!r}")
         if not isinstance(self.refine, (bool, np.bool_)):
             raise ValueError(f"refine must be True or False, got {self.refine!r}")
-        if not (isinstance(self.n_sim, Integral) and self.n_sim >= 50):
+        if self.jump_half not in ("same", "other"):
+            raise ValueError(f"jump_half must be 'same' or 'other', got {self.jump_half!r}")
+        if not (isinstance(self.n_sim, Integral) and not isinstance(self.n_sim, bool) and self.n_sim >= 50):
             raise ValueError(f"n_sim must be an integer >= 50, got {self.n_sim!r}")
         A = np.asarray(A, dtype=float)
         if A.ndim != 4 or A.shape[1] != A.shape[2]:
             raise ValueError(f"A must have shape (T, n, n, L) (a sequence of n x n x L adjacency tensors), got {A.shape}")
+        if A.shape[1] == 0 or A.shape[3] == 0:
+            raise ValueError(f"A must have at least one node and one layer: shape (T, n, n, L) = {A.shape}")
         if A.shape[0] < 2 * (self.min_len + 2):
             raise ValueError(f"the sequence is too short: T = {A.shape[0]} < {2 * (self.min_len + 2)}")
         if not np.all(np.isfinite(A)):
@@ -219,6 +250,11 @@ class MRDPGChangePoint:
         if A.shape[0] % 2:
             raise ValueError(f"T must be even: the sample split pairs odd and even times into two halves of equal "
                              f"length; got T = {A.shape[0]} (drop the first or the last time point)")
+        if self.ranks is not None:
+            dims = (A.shape[1], A.shape[2], A.shape[3])
+            if any(r > m for r, m in zip(self.ranks, dims)):
+                raise ValueError(f"ranks {tuple(self.ranks)!r} exceed the tensor dimensions (n, n, L) = {dims}: "
+                                 "each rank must be at most its mode's size")
         return A
 
     # ------------------------------------------------------------------ stages
@@ -259,7 +295,7 @@ class MRDPGChangePoint:
         nu = sorted(c for c, *_ in selected)
         self.stage1_half_ = np.array(nu, dtype=int)
         self._A, self._B = half_A, half_B
-        self._CA = CA
+        self._CA, self._CB = CA, CB
         if self.refine and nu:
             eta = self._refine(nu) if self.refinement == "least_squares" else self._refine_cusum(nu)
         else:
@@ -285,13 +321,17 @@ class MRDPGChangePoint:
             return float(np.sum(P * P))
         return float(np.sum(m * P * P - P) / (m - 1))
 
+    @staticmethod
+    def _window(bounds, k):
+        """The refinement window ``(s_k, e_k) = (floor((nu_{k-1} + nu_k)/2), ceil((nu_k + nu_{k+1})/2))``."""
+        return (bounds[k - 1] + bounds[k]) // 2, -(-(bounds[k] + bounds[k + 1]) // 2)
+
     def _refine(self, nu):
         Th = self._A.shape[0]
         bounds = [0, *nu, Th]
         out = []
         for k in range(1, len(bounds) - 1):
-            s = (bounds[k - 1] + bounds[k]) // 2
-            e = -(-(bounds[k] + bounds[k + 1]) // 2)
+            s, e = self._window(bounds, k)
             if e - s <= 1:
                 out.append(bounds[k])
                 continue
@@ -309,24 +349,28 @@ class MRDPGChangePoint:
             out.append(int(s + m[np.argmin(cost)]))
         return out
 
+    def _jump_estimate(self, s, e, v):
+        """``P^``: TH-PCA of the CUSUM tensor at ``v`` on ``(s, e]`` (of half ``A``, or ``B`` with
+        ``jump_half="other"``), clipped to ``+-2 sqrt((e - v)(v - s)/(e - s))`` as the official code does."""
+        C = self._CA if self.jump_half == "same" else self._CB
+        jump = (np.sqrt((e - v) / ((e - s) * (v - s))) * (C[v] - C[s])
+                - np.sqrt((v - s) / ((e - s) * (e - v))) * (C[e] - C[v])).reshape(self._A.shape[1:])
+        bound = 2.0 * np.sqrt((e - v) * (v - s) / (e - s))
+        return np.clip(jump if self.ranks is None else th_pca(jump, self.ranks, clip=None), -bound, bound)
+
     def _refine_cusum(self, nu):
         """The official ``refinement1``: argmax of the CUSUM projected on the jump estimate at ``nu_k``."""
         Th = self._A.shape[0]
         CA = self._CA
-        shape = self._A.shape[1:]
         bounds = [0, *nu, Th]
         out = []
         for k in range(1, len(bounds) - 1):
-            s = (bounds[k - 1] + bounds[k]) // 2
-            e = -(-(bounds[k] + bounds[k + 1]) // 2)
+            s, e = self._window(bounds, k)
             v = bounds[k]
             if e - s <= 1:
                 out.append(v)
                 continue
-            jump = (np.sqrt((e - v) / ((e - s) * (v - s))) * (CA[v] - CA[s])
-                    - np.sqrt((v - s) / ((e - s) * (e - v))) * (CA[e] - CA[v])).reshape(shape)
-            bound = 2.0 * np.sqrt((e - v) * (v - s) / (e - s))
-            P = np.clip(jump if self.ranks is None else th_pca(jump, self.ranks, clip=None), -bound, bound)
+            P = self._jump_estimate(s, e, v)
             norm = float(np.linalg.norm(P))
             if norm == 0.0:
                 out.append(v)
@@ -389,9 +433,23 @@ class MRDPGChangePoint:
 def limiting_quantiles(sigma_left, sigma_right, probs, n_sim=500, rng=None, grid_step=None, horizon=None):
     """Quantiles of ``argmin_r P(r)``, ``P(r) = |r| + 2 sigma_{left/right} W(|r|)`` (two-sided BM with drift).
 
-    Simulated on a grid of step ``grid_step`` over ``[-horizon, horizon]``; the defaults scale
-    with ``max(sigma)^2`` (the argmin's natural scale is ``4 sigma^2``).
+    Simulated on a grid of step ``grid_step`` over ``[-horizon, horizon]``; the defaults
+    (``max(sigma)^2 / 50`` and ``60 max(sigma)^2``) scale with the argmin's natural scale ``4 sigma^2``.
+    (The official ``construct_CI`` evaluates the paths on ``seq(-T_h, T_h, length.out = 201)``, step 1
+    in units of r, with ``T_h`` the half-sequence length.) ``sigma_left`` drives ``r < 0``,
+    ``sigma_right`` ``r > 0``.
     """
+    for name, v in (("sigma_left", sigma_left), ("sigma_right", sigma_right)):
+        if not (isinstance(v, Real) and not isinstance(v, bool) and np.isfinite(v) and v >= 0):
+            raise ValueError(f"{name} must be a finite number >= 0 (a standard deviation), got {v!r}")
+    if not (isinstance(n_sim, Integral) and not isinstance(n_sim, bool) and n_sim >= 1):
+        raise ValueError(f"n_sim must be a positive integer, got {n_sim!r}")
+    p = np.asarray(probs, dtype=float)
+    if p.size == 0 or not np.all((p >= 0) & (p <= 1)):
+        raise ValueError(f"probs must be probabilities in [0, 1], got {probs!r}")
+    for name, v in (("grid_step", grid_step), ("horizon", horizon)):
+        if v is not None and not _positive_finite(v):
+            raise ValueError(f"{name} must be a positive finite number or None, got {v!r}")
     rng = np.random.default_rng(rng)
     s2 = max(sigma_left, sigma_right, 1e-12) ** 2
     h = grid_step if grid_step is not None else s2 / 50.0
@@ -405,4 +463,8 @@ def limiting_quantiles(sigma_left, sigma_right, probs, n_sim=500, rng=None, grid
     all_P = np.concatenate([Pl[:, ::-1], np.zeros((n_sim, 1)), Pr], axis=1)
     grid = np.concatenate([-r[::-1], [0.0], r])
     u = grid[np.argmin(all_P, axis=1)]
-    return np.quantile(u, probs)
+    return np.quantile(u, p)
+
+
+def _positive_finite(x) -> bool:
+    return isinstance(x, Real) and not isinstance(x, (bool, np.bool_)) and bool(np.isfinite(x)) and x > 0
