@@ -12,6 +12,9 @@ from iclr26.harness.runner import Job, plan, run_jobs  # noqa: E402
 from iclr26.harness.store import Store  # noqa: E402
 from iclr26.registry import get  # noqa: E402
 
+# the tests that start or clean up a local Ray instance (its token and session folders) run on one worker
+pytestmark = pytest.mark.xdist_group("ray")
+
 
 def test_ray_runs_stores_resumes_and_times_out(tmp_path):
     from iclr26.harness import ray_executor

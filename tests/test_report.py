@@ -182,3 +182,25 @@ def test_the_readme_times_come_from_the_expected_times():
     block = readme.split("<!-- times:begin -->\n", 1)[1].split("\n<!-- times:end -->", 1)[0]
     with Store(PUBLISHED_PATH, readonly=True) as st:
         assert block == report.times_markdown(report.expected_times(st))
+
+
+def test_a_figure_is_rendered_once_and_reused_until_what_it_draws_changes(tmp_path, monkeypatch):
+    monkeypatch.setenv("ICLR26_PLOT_CACHE", str(tmp_path / "cache"))
+    pc, _ = _record()
+    claim = pc.claims[2]
+    pub = ClaimVerdict(claim, "contradicted", _stats("contradicted", effect=-0.1, ci_low=-0.15, ci_high=-0.05),
+                       [0, 1, 2], "", [0.5, 0.6, 0.55], [0.7, 0.65, 0.7])
+    drawn = []
+    real = report.plot_claim
+    monkeypatch.setattr(report, "plot_claim", lambda path, *a, **k: drawn.append(path) or real(path, *a, **k))
+    report.cached_plot(tmp_path / "a.png", claim, pub)
+    report.cached_plot(tmp_path / "b.png", claim, pub)  # the same figure: copied from the cache
+    assert len(drawn) == 1 and (tmp_path / "a.png").read_bytes() == (tmp_path / "b.png").read_bytes()
+    moved = ClaimVerdict(claim, "contradicted", pub.stats, [0, 1, 2], "", [0.5, 0.6, 0.56], [0.7, 0.65, 0.7])
+    report.cached_plot(tmp_path / "c.png", claim, moved)  # one value changed: rendered anew
+    other = ClaimVerdict(claim, "inconclusive", _stats("inconclusive"), [0, 1, 2], "", [0.5, 0.6, 0.55], [0.7, 0.65, 0.7])
+    report.cached_plot(tmp_path / "d.png", claim, other)  # the verdict (the colour) changed
+    assert len(drawn) == 3
+    monkeypatch.setenv("ICLR26_PLOT_CACHE", "")  # the cache turned off
+    report.cached_plot(tmp_path / "e.png", claim, pub)
+    assert len(drawn) == 4 and not (tmp_path / "e.png").with_suffix(".tmp").exists()

@@ -19,7 +19,8 @@ import pytest
 sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
 
 CHROMIUM = os.environ.get("ICLR26_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium binary (apt install chromium, or set ICLR26_CHROMIUM)")
+pytestmark = [pytest.mark.skipif(CHROMIUM is None, reason="no Chromium binary (apt install chromium, or set ICLR26_CHROMIUM)"),
+              pytest.mark.xdist_group("site")]  # one worker renders the site once
 
 # the verdict colours of the page's style sheet, as the browser reports them
 COLOURS = {"reproduced": "rgb(217, 242, 217)", "reproducedsmaller": "rgb(238, 246, 208)",

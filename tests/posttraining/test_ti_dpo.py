@@ -491,3 +491,23 @@ def test_trainer_rejects_bad_settings():
     for kw, name in ((dict(f_divergence_type="js_divergence"), "reverse_kl"), (dict(ld_alpha=0.5), "ld_alpha")):
         with pytest.raises(ValueError, match=name):
             TIDPOTrainer(model=None, args=DPOConfig(output_dir="/tmp/x", use_cpu=True, **kw))
+
+
+def test_the_shipped_hh_pairs_load_and_cut():
+    """The HH file shipped with the package loads, and pairs are cut to the token budgets (a
+    whitespace tokenizer stands in for the model's)."""
+
+    class Words:
+        def __call__(self, text, add_special_tokens=False):
+            return type("Enc", (), {"input_ids": text.split()})()
+
+        def decode(self, ids):
+            return " ".join(ids)
+
+    rows = exp.load_hh()
+    assert len(rows) > 100 and {"chosen", "rejected"} <= set(rows[0])
+    pairs = exp.hh_pairs(rows[:200], Words(), prompt_tokens=5, completion_tokens=3)
+    assert len(pairs) > 50
+    for p in pairs:
+        assert len(p["prompt"].split()) <= 5 and 0 < len(p["chosen"].split()) <= 3
+        assert p["chosen"] != p["rejected"]

@@ -9,11 +9,15 @@ evidence and are only shown where no quick verdict exists.
 """
 from __future__ import annotations
 
+import hashlib
 import html
-import urllib.parse
+import inspect
 import json
 import math
+import os
+import shutil
 import time
+import urllib.parse
 from pathlib import Path
 
 import numpy as np
@@ -371,6 +375,60 @@ def plot_claim(path: Path, claim, values, yours=None) -> list[str]:
     return drawn
 
 
+def plot_cache_root() -> Path | None:
+    """Where rendered claim figures are kept between reports: ``$ICLR26_PLOT_CACHE`` (an empty value
+    turns the cache off), default ``~/.cache/iclr26/plots``."""
+    env = os.environ.get("ICLR26_PLOT_CACHE")
+    if env is not None:
+        return Path(env) if env.strip() else None
+    return Path.home() / ".cache" / "iclr26" / "plots"
+
+
+def _plot_key(claim, values, yours) -> str:
+    """A digest of everything :func:`plot_claim` draws (the claim's fields, each set's values, verdict
+    and statistics) and of the plotting code itself, so a changed input or a changed figure renders anew."""
+
+    def part(v):
+        if v is None:
+            return None
+        st = v.stats
+        return (list(map(float, v.method_values)),
+                None if v.baseline_values is None else list(map(float, v.baseline_values)),
+                v.clusters is not None, v.verdict,
+                None if st is None else (st.effect, st.ci_low, st.ci_high, st.alpha))
+
+    fields = (claim.id, claim.method, claim.baseline, claim.baseline_value, claim.metric, claim.unit,
+              claim.paper_effect, claim.margin)
+    text = repr((inspect.getsource(plot_claim), fields, part(values),
+                 part(yours) if yours is not None and yours.method_values else None))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def cached_plot(path: Path, claim, values, yours=None) -> None:
+    """:func:`plot_claim`, reusing the figure of an earlier report when nothing it draws has changed
+    (rendering the figures is most of a report's time). The cache is only an optimisation: when it
+    cannot be read or written, the figure is rendered as usual."""
+    root = plot_cache_root()
+    if root is None:
+        plot_claim(path, claim, values, yours=yours)
+        return
+    hit = root / f"{_plot_key(claim, values, yours)}.png"
+    try:
+        if hit.is_file() and hit.stat().st_size > 0:
+            shutil.copyfile(hit, path)
+            return
+    except OSError:
+        pass
+    plot_claim(path, claim, values, yours=yours)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = hit.with_name(f"{hit.stem}.{os.getpid()}.tmp")
+        shutil.copyfile(path, tmp)
+        os.replace(tmp, hit)  # atomic: a concurrent report never reads half a file
+    except OSError:
+        pass
+
+
 PAGE = """<!doctype html><html><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
 <title>{title}</title>
 <style>*{{box-sizing:border-box}}body{{font-family:system-ui,sans-serif;max-width:1500px;margin:1.5em auto;padding:0 1em}}
@@ -455,7 +513,7 @@ def build_report(out: str | Path = "site", store_path=None, published_path=None,
                 mine = collected["yours"][1].get((p.id, entry["scale"], c.id))
             if values is not None and values.method_values:
                 name = f"{p.id}__{c.id}.png"
-                plot_claim(out / "papers" / name, c, values, yours=mine)
+                cached_plot(out / "papers" / name, c, values, yours=mine)
                 figs.append(name)
                 entry["figure"] = f"papers/{name}"
         _paper_page(out, rec, figs, primary)
