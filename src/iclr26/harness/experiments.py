@@ -125,11 +125,13 @@ def _without_docstrings(tree: ast.AST) -> ast.AST:
     return tree
 
 
+@lru_cache(maxsize=4096)
 def code_bytes(name: str, data: bytes) -> bytes:
     """What of a file can change a measurement: for Python source the code without its docstrings
     and comments (``ast.unparse`` of the syntax tree with docstrings dropped), so that correcting a
     docstring, a comment or the layout does not mark trials stale; any other file (or source that
-    does not parse) as it is."""
+    does not parse) as it is. Memoised on the file's name and contents (a report fingerprints each
+    folder once per claim and scale)."""
     if name.endswith(".py"):
         try:
             return ast.unparse(_without_docstrings(ast.parse(data.decode("utf-8")))).encode()
