@@ -5,8 +5,9 @@ from .estimator import (
     SimplexPortfolio,
     conformal_radius,
     min_calibration_size,
+    robustness_entry_scores,
     smoothed_indicator,
 )
 
 __all__ = ["ConformalRobustnessControl", "ConformalCRO", "SimplexPortfolio", "conformal_radius",
-           "min_calibration_size", "smoothed_indicator"]
+           "min_calibration_size", "robustness_entry_scores", "smoothed_indicator"]
