@@ -8,12 +8,15 @@ from iclr26.classical.deql import (
     DEQLRecommender,
     EASERecommender,
     EDLAERecommender,
+    LinearAEPath,
     deql_closed_form,
     deql_closed_form_pair,
     deql_expected_loss,
     deql_naive,
+    dlae_closed_form,
     ease_closed_form,
     edlae_closed_form,
+    effective_ridge,
 )
 
 
@@ -122,7 +125,7 @@ def test_estimator_fit_recommend_sparse_and_dense_agree():
         s[X[u] > 0] = -np.inf
         assert list(rec[i]) == list(np.argsort(-s, kind="stable")[:3])
     # new users given as a history matrix
-    assert est_s.recommend(sp.csr_matrix(X[:2]), k=2).shape == (2, 2)
+    assert est_s.recommend(sp.csr_matrix(X[1:3]), k=2).shape == (2, 2)
 
 
 def test_estimators_follow_sklearn_conventions():
@@ -181,7 +184,7 @@ def test_rejects_bad_inputs():
 
 
 def test_smoke_experiment_runs():
-    from iclr26.classical.deql.experiment import run
+    from iclr26.classical.deql.experiment import ARMS, run
 
     out = run("smoke", 0)
     m = out["metrics"]
@@ -189,8 +192,12 @@ def test_smoke_experiment_runs():
     n = len(m["recall@20"]["deql"])
     assert n > 50 and all(len(v) == n for arms in m.values() for v in arms.values())
     assert all(0.0 <= x <= 1.0 for arms in m.values() for v in arms.values() for x in v)
-    assert set(m["recall@20"]) == {"deql", "deql_diag0", "edlae", "ease"}
-    assert out["info"]["deql_diag0_selected"]["b"] > 0
+    assert set(m["recall@20"]) == set(ARMS) == {"deql", "deql_novel", "dlae", "edlae", "ease"}
+    sel = out["info"]["selected"]
+    assert sel["edlae"]["b"] == 0.0 and sel["dlae"]["b"] == 1.0 and sel["ease"]["p"] == 0.0
+    assert sel["deql_novel"]["b"] not in (0.0, 1.0) and sel["deql"]["b"] > 0
+    # validation users are the training users (inner cross-validation), never the test users
+    assert out["info"]["n_val_users"] == out["info"]["n_train_users"]
 
 
 @pytest.mark.parametrize("b", [0.3, 1.5])
@@ -209,14 +216,23 @@ def test_closed_form_rejects_a_non_boolean_zero_diagonal():
         deql_closed_form(G, 0.3, 1.0, 0.5, 1.0, zero_diagonal="no")
 
 
-def test_quick_grid_holds_the_official_variants():
-    from iclr26.classical.deql.experiment import SCALES
+def test_quick_grid_holds_the_official_variants_and_one_ridge_grid_for_every_arm():
+    from iclr26.classical.deql.experiment import SCALES, arm_grid
 
     q = SCALES["quick"]
-    # the official config's p values (0.75 included) and an l2 grid wider than what the first run chose
     assert set(q["p_grid"]) == {0.1, 0.25, 0.5, 0.75}
-    assert min(q["l2_grid"]) < 10.0 and max(q["l2_grid"]) > 640.0
-    assert all(b > 0 for b in q["b_grid"])
+    assert set(q["b_grid"]) >= {0.1, 0.25, 0.5, 0.75, 1.25, 1.5, 1.75, 2.0} and max(q["b_grid"]) > 2.0
+    assert len(q["rho_grid"]) >= 18
+    g = arm_grid(q)
+    pr = {(p, r) for p, r, _ in g["edlae"]}
+    for arm in ("deql", "deql_novel", "dlae"):  # every arm sees the same (p, effective ridge) points
+        assert {(p, r) for p, r, _ in g[arm]} == pr
+    assert {b for *_, b in g["edlae"]} == {0.0} and {b for *_, b in g["dlae"]} == {1.0}
+    assert not ({b for *_, b in g["deql_novel"]} & {0.0, 1.0})
+    assert sorted(g["deql"]) == sorted(g["deql_novel"] + g["dlae"])
+    assert {r for _, r, _ in g["ease"]} == {r for _, r in pr}
+    with pytest.raises(ValueError, match="b_grid must hold the new solutions only"):
+        arm_grid({**q, "b_grid": (0.5, 1.0)})
 
 
 @pytest.mark.slow
@@ -225,3 +241,148 @@ def test_quick_trial_runs():
 
     out = run("quick", 1)
     assert out["info"]["n_items"] > 1000
+
+
+# --------------------------------------------------------------------------- the shared-inverse family
+@pytest.mark.parametrize("p", [0.0, 0.3, 0.75])
+@pytest.mark.parametrize("b", [0.0, 0.3, 1.0, 2.5])
+def test_path_members_equal_the_closed_forms(p, b):
+    # One eigendecomposition per p serves every (ridge, b): each member equals its own closed form, with the
+    # DEQL l2 mapped from the effective ridge by l2 = ridge * (p a^2 + q b^2).
+    X = _data(n=10, seed=4)
+    G = X.T @ X
+    path = LinearAEPath(G, p)
+    for ridge in (0.7, 6.0, 40.0):
+        if b == 0.0:
+            ref = ease_closed_form(G, ridge) if p == 0.0 else edlae_closed_form(G, p, ridge)
+        else:
+            ref = deql_closed_form(G, p, 1.0, b, ridge * (p + (1 - p) * b * b))
+        np.testing.assert_allclose(path.coef(ridge, b), ref, atol=1e-10)
+        np.testing.assert_allclose(path.scores(sp.csr_matrix(X[:5]), ridge, [b])[0], X[:5] @ ref, atol=1e-10)
+
+
+def test_path_b_equals_a_is_dlae_and_ridge_mapping_hand_values():
+    X = _data(n=10, seed=5)
+    G = X.T @ X
+    np.testing.assert_allclose(LinearAEPath(G, 0.4).coef(3.0, 1.0), dlae_closed_form(G, 0.4, 3.0), atol=1e-10)
+    K = G + np.diag(0.4 / 0.6 * np.diag(G))
+    np.testing.assert_allclose(dlae_closed_form(G, 0.4, 3.0), np.linalg.solve(K + 3.0 * np.eye(10), G), atol=1e-10)
+    assert effective_ridge(0.25, 1.0, 0.0, 10.0) == pytest.approx(40.0)        # EDLAE: l2 / p
+    assert effective_ridge(0.25, 1.0, 1.0, 10.0) == pytest.approx(10.0)        # DLAE: l2 / a^2
+    assert effective_ridge(0.5, 1.0, 2.0, 10.0) == pytest.approx(10.0 / 2.5)   # p + q b^2 = 2.5
+
+
+@pytest.mark.parametrize("p,b,l2", [(0.25, 0.5, 10.0), (0.5, 2.0, 3.0), (0.75, 1.0, 40.0), (0.1, 3.0, 7.0)])
+def test_zero_diagonal_deql_is_edlae_with_the_effective_ridge(p, b, l2):
+    # With diag(B) = 0 the weight of output j does not depend on whether input j was dropped, so the column
+    # objective is (p a^2 + q b^2) times a b-free loss: the official diag0 variant is EDLAE with ridge l2 / w.
+    X = _data(n=10, seed=6)
+    G = X.T @ X
+    diag0 = deql_closed_form(G, p, 1.0, b, l2, zero_diagonal=True)
+    np.testing.assert_allclose(diag0, edlae_closed_form(G, p, l2 / (p + (1 - p) * b * b)), atol=1e-10)
+    np.testing.assert_allclose(diag0, edlae_closed_form(G, p, effective_ridge(p, 1.0, b, l2)), atol=1e-10)
+
+
+# --------------------------------------------------------------------------- ranking metrics, hand values
+def _rank_case(n_items=120):
+    return np.zeros((1, n_items)), sp.csr_matrix((1, n_items)), np.zeros((1, n_items))
+
+
+def test_ndcg_discounts_rank_i_by_log2_of_i_plus_1():
+    from iclr26.classical.deql.experiment import ranking_metrics_from_scores
+
+    S, fi, te = _rank_case()
+    S[0, :] = -np.arange(120)          # item i at rank i + 1
+    te[0, 1] = 1.0                     # the single test item at rank 2
+    r, n = ranking_metrics_from_scores(S, fi, sp.csr_matrix(te))
+    assert n[0] == pytest.approx(1.0 / np.log2(3.0)) and r[0] == 1.0
+    te[0, [0, 2, 4]] = 1.0; te[0, 1] = 0.0   # ranks 1, 3, 5 of 3 test items
+    r, n = ranking_metrics_from_scores(S, fi, sp.csr_matrix(te))
+    ideal = 1 + 1 / np.log2(3) + 1 / np.log2(4)
+    assert n[0] == pytest.approx((1 + 1 / np.log2(4) + 1 / np.log2(6)) / ideal)
+    te[0, :110] = 1.0                  # more test items than k = 100: the ideal DCG stops at 100 hits
+    r, n = ranking_metrics_from_scores(S, fi, sp.csr_matrix(te))
+    assert n[0] == pytest.approx(1.0) and r[0] == 1.0
+
+
+def test_recall20_divides_by_min_of_20_and_test_size():
+    from iclr26.classical.deql.experiment import ranking_metrics_from_scores
+
+    S, fi, te = _rank_case()
+    S[0, :] = -np.arange(120)
+    te[0, :25] = 1.0                    # 25 test items, the top 20 all hits
+    r, _ = ranking_metrics_from_scores(S, fi, sp.csr_matrix(te))
+    assert r[0] == 1.0
+    te[0, :] = 0.0; te[0, [3, 30]] = 1.0   # 2 test items, one in the top 20
+    r, _ = ranking_metrics_from_scores(S, fi, sp.csr_matrix(te))
+    assert r[0] == 0.5
+
+
+def test_fold_in_items_are_excluded_from_the_ranking():
+    from iclr26.classical.deql.experiment import ranking_metrics, ranking_metrics_from_scores
+
+    S, _, te = _rank_case()
+    S[0, :] = -np.arange(120)
+    fi = sp.csr_matrix(([1.0], ([0], [0])), shape=(1, 120))   # the top-scored item is already seen
+    te[0, 1] = 1.0
+    r, n = ranking_metrics_from_scores(S, fi, sp.csr_matrix(te))
+    assert n[0] == 1.0 and r[0] == 1.0
+    # through an item x item model: item 0 (seen) scores item 1 highest, item 0 itself higher still
+    B = np.zeros((120, 120)); B[0, 0] = 10.0; B[0, 1] = 5.0; B[0, 2:] = -np.arange(118) * 0.01
+    _, n = ranking_metrics(B, fi, sp.csr_matrix(te))
+    assert n[0] == 1.0
+
+
+# --------------------------------------------------------------------------- rejections
+def _indef(n):
+    # symmetric with a non-negative diagonal, yet strongly indefinite: not a Gram matrix
+    A = np.zeros((n, n)); A[0, 1] = A[1, 0] = 1e4
+    return A
+
+
+_BAD_G = [
+    (lambda G: np.triu(G), "symmetric"),
+    (lambda G: np.where(np.eye(len(G)) > 0, np.nan, G), "NaN"),
+    (lambda G: -G, "positive semi-definite"),
+    (lambda G: G + _indef(len(G)), "positive semi-definite"),
+    (lambda G: np.zeros((0, 0)), "at least one item"),
+]
+
+
+@pytest.mark.parametrize("bad,match", _BAD_G)
+def test_closed_forms_reject_bad_gram_matrices(bad, match):
+    X = _data(n=8)
+    G = bad(X.T @ X)
+    for f in (lambda: deql_closed_form(G, 0.3, 1.0, 0.5, 1.0), lambda: edlae_closed_form(G, 0.3, 1.0),
+              lambda: ease_closed_form(G, 1.0), lambda: dlae_closed_form(G, 0.3, 1.0),
+              lambda: LinearAEPath(G, 0.3)):
+        with pytest.raises(ValueError, match=match):
+            f()
+
+
+def test_expected_loss_rejects_bad_inputs():
+    B = np.eye(2)
+    with pytest.raises(ValueError, match="NaN"):
+        deql_expected_loss(np.array([[np.nan, 1.0]]), B, 0.3, 1.0, 0.5, 1.0)
+    for p in (1.0, 1.5, -0.1):
+        with pytest.raises(ValueError, match="p must be"):
+            deql_expected_loss(np.ones((2, 2)), B, p, 1.0, 0.5, 1.0)
+    with pytest.raises(ValueError, match="B contains NaN"):
+        deql_expected_loss(np.ones((2, 2)), np.full((2, 2), np.nan), 0.3, 1.0, 0.5, 1.0)
+
+
+def test_recommend_never_returns_seen_items_for_a_user_who_has_seen_everything():
+    X = _data(m=40, n=12, seed=3)   # user 0 has seen every item
+    est = DEQLRecommender(p=0.3, b=0.5, l2=5.0).fit(X)
+    with pytest.raises(ValueError, match="fewer than k = 3 unseen items"):
+        est.recommend(np.array([0, 1]), k=3)
+    assert est.recommend(np.array([0]), k=3, exclude_seen=False).shape == (1, 3)
+    assert est.recommend(np.array([1]), k=3).shape == (1, 3)
+
+
+def test_negative_interactions_are_accepted_as_least_squares_targets():
+    # documented: the loss is least squares, so negative entries are legal input
+    X = _data(seed=7)
+    X[1, 0] = -1.0
+    est = DEQLRecommender(p=0.3, b=0.5, l2=2.0).fit(X)
+    np.testing.assert_allclose(est.coef_, deql_naive(X.T @ X, 0.3, 1.0, 0.5, 2.0), atol=1e-10)

