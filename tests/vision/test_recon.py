@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from iclr26.vision.recon import (RECON, IEAutoencoder, InvariantPoseEncoder, NonFiniteTrainingError,
-                                 TestTimeCanonicalizer, circular_w1, class_frechet_means, robust_frechet_mean,
-                                 rotate, train_ieae, wrap_angle)
+from iclr26.vision.recon import (POSE_FAMILIES, RECON, CanonicalCodeEncoder, IEAutoencoder, InvariantPoseEncoder,
+                                 NonFiniteTrainingError, TestTimeCanonicalizer, circular_mask, circular_w1,
+                                 class_frechet_means, load_mnist_images, robust_frechet_mean, rotate, sample_poses,
+                                 train_ieae, wrap_angle)
 
 
 # ---------------------------------------------------------------- independent references
@@ -267,3 +268,86 @@ def test_class_means():
     g = torch.tensor([0.1, 0.2, 0.3, 2.0, 2.1])
     m = class_frechet_means(g, torch.tensor([0, 0, 0, 1, 1]), estimator="mean")
     assert abs(m[0] - 0.2) < 1e-6 and abs(m[1] - 2.05) < 1e-6
+
+
+# ---------------------------------------------------------------- canonical-form code, MNIST, pose families
+@pytest.mark.parametrize("q", [1, 2, 3])
+def test_canonical_code_exactly_invariant_on_quarter_turns(q):
+    torch.manual_seed(1)
+    enc = InvariantPoseEncoder(size=16, z_dim=6, n_rot=8, width=4).eval()
+    ce = CanonicalCodeEncoder(enc).eval()
+    x = _digit_like(3) * enc.mask
+    with torch.no_grad():
+        c, g = ce(x)
+        c2, g2 = ce(torch.rot90(x, q, (-2, -1)))
+    assert c.shape == (3, 256)
+    assert torch.allclose(wrap_angle(g2 - g - q * math.pi / 2), torch.zeros(3), atol=1e-4)
+    assert torch.allclose(c, c2, atol=1e-4)
+    # the code is the input rotated back by its own pose
+    with torch.no_grad():
+        ref = (rotate(x, -g) * enc.mask).flatten(1)
+    assert (c - ref).abs().max() < 1e-3
+
+
+def test_canonical_code_resizes_and_is_approximately_invariant_to_any_angle():
+    torch.manual_seed(2)
+    enc = InvariantPoseEncoder(size=16, z_dim=6, n_rot=8, width=4).eval()
+    ce = CanonicalCodeEncoder(enc).eval()
+    yy, xx = torch.meshgrid(torch.arange(28.0), torch.arange(28.0), indexing="ij")
+    blob = (torch.exp(-((yy - 9) ** 2 + (xx - 15) ** 2) / 6) + torch.exp(-((yy - 17) ** 2 + (xx - 11) ** 2) / 12))
+    x = blob.reshape(1, 1, 28, 28) * circular_mask(28)
+    with torch.no_grad():
+        c, g = ce(x)
+        c2, g2 = ce(torch.rot90(x, 1, (-2, -1)))
+    assert c.shape == (1, 256)
+    assert torch.allclose(c, c2, atol=1e-4)
+    with pytest.raises(ValueError, match="x must be"):
+        ce(torch.zeros(2, 3, 28, 28))
+
+
+def test_tta_layer_with_canonical_code_undoes_quarter_turns_at_28():
+    torch.manual_seed(0)
+    enc = InvariantPoseEncoder(size=16, z_dim=6, n_rot=8, width=4).eval()
+    ce = CanonicalCodeEncoder(enc).eval()
+    x = torch.nn.functional.interpolate(_digit_like(), size=(28, 28), mode="bilinear") * circular_mask(28)
+    with torch.no_grad():
+        z, g = ce(x)
+    r = RECON(k=1, standardize=False).fit(z, g)
+    ttc = TestTimeCanonicalizer(ce, r, torch.nn.Flatten(), mask=circular_mask(28))
+    with torch.no_grad():
+        a, b = ttc(x), ttc(torch.rot90(x, 1, (-2, -1)))
+    assert torch.allclose(a, b, atol=1e-3)
+    assert torch.allclose(a, x.flatten(1), atol=1e-3)   # its own reference: natural pose 0
+
+
+def test_mnist_loader():
+    x, y = load_mnist_images(28)
+    assert x.shape == (5000, 1, 28, 28) and y.shape == (5000,)
+    assert np.bincount(y).tolist() == [500] * 10
+    assert float(x.min()) >= 0.0 and float(x.max()) <= 1.0
+    assert float(x[:, :, 0, 0].abs().max()) == 0.0           # outside the disc
+    xs, _ = load_mnist_images(16)
+    assert xs.shape == (5000, 1, 16, 16)
+
+
+def test_pose_families_are_spread_and_centred_on_upright():
+    rng = np.random.default_rng(0)
+    labels = np.repeat(np.arange(10), 4000)
+    t = sample_poses(labels, rng)
+    assert np.all((t >= -math.pi) & (t < math.pi))
+    for c, (fam, p) in POSE_FAMILIES.items():
+        tc = t[labels == c]
+        # no class is upright by construction: the identity pose is off by a real amount
+        assert np.mean(np.abs(tc)) > 0.2, (c, fam)
+        if fam == "interval":
+            assert np.abs(tc).max() <= p + 1e-9 and abs(np.mean(tc)) < 0.05
+            assert abs(np.mean(np.abs(tc)) - p / 2) < 0.03
+        elif fam == "normal":
+            assert abs(np.std(tc) - p) < 0.03 and abs(np.mean(tc)) < 0.05
+        elif fam == "bimodal":
+            near_pi = np.abs(np.abs(tc) - math.pi) < 6 * p
+            assert abs(near_pi.mean() - 0.5) < 0.03 and (near_pi | (np.abs(tc) < 6 * p)).all()
+        elif fam == "uniform":
+            assert abs(circular_w1(tc, np.linspace(-math.pi, math.pi, 1000, endpoint=False))) < 0.05
+    with pytest.raises(ValueError, match="family"):
+        sample_poses(np.array([0]), rng, {0: ("spiral", 1.0)})

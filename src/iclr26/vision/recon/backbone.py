@@ -167,3 +167,47 @@ def encode(encoder: nn.Module, x: torch.Tensor, batch_size: int = 256) -> tuple[
         zs.append(z)
         gs.append(g)
     return torch.cat(zs), wrap_angle(torch.cat(gs))
+
+
+class CanonicalCodeEncoder(nn.Module):
+    """``x (B, 1, S_in, S_in) -> (code (B, S^2), g_hat (B,))``: the invariant as the canonical form.
+
+    The input is resized to the pose encoder's resolution ``S`` (``encoder.size``; antialiased
+    bilinear), the encoder gives ``g_hat``, and the invariant code is the resized input rotated
+    back by its own pose, ``c(x) = rho(g_hat(x))^{-1} x`` inside the disc, flattened. If ``g_hat`` is
+    equivariant, ``g_hat(rho(a) x) = g_hat(x) + a``, then ``c(rho(a) x) = c(x)``: an exact
+    invariant for quarter turns (where the encoder is exactly equivariant and the rotation is a
+    pixel permutation) and an approximate one in between. This is the class part of the
+    canonicalisation view of a class-pose decomposition; RECON only needs some invariant code
+    whose neighbours are inputs of the same kind.
+    """
+
+    def __init__(self, encoder: InvariantPoseEncoder):
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if x.dim() != 4 or x.shape[1] != 1 or x.shape[-1] != x.shape[-2]:
+            raise ValueError(f"x must be (B, 1, S, S), got {tuple(x.shape)}")
+        size = self.encoder.size
+        if x.shape[-1] != size:
+            x = torch.nn.functional.interpolate(x, size=(size, size), mode="bilinear", align_corners=False,
+                                                antialias=True)
+        _, g = self.encoder(x)
+        g = wrap_angle(g)
+        xc = self._unrotate(x, g) * self.encoder.mask
+        return xc.flatten(1), g
+
+    @staticmethod
+    def _unrotate(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+        # the quarter-turn part by rot90 (exact), the remainder (|r| <= pi/4) by interpolation
+        q = torch.round(g / (math.pi / 2))
+        r = g - q * (math.pi / 2)
+        out = rotate(x, -r)
+        qi = torch.remainder(q, 4).long()
+        res = out.clone()
+        for k in (1, 2, 3):
+            sel = qi == k
+            if sel.any():
+                res[sel] = torch.rot90(out[sel], -k, dims=(-2, -1))
+        return res
