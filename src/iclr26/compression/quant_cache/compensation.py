@@ -1,20 +1,20 @@
 """Variance compensation (VC) of the noise prediction of a quantised + cached diffusion model.
 
 Source: Q&C (arXiv:2503.02508), Section 3.2. Quantisation and caching together amplify the
-exposure bias of sampling (Ning et al. 2024, "Elucidating the exposure bias in diffusion models"):
-the variance of the accelerated model's prediction drifts from that of the full-precision model,
-and the error accumulates over the steps. VC corrects the sampling distribution with a
-training-free, per-step correction factor generated adaptively from the running statistics:
+exposure bias of sampling: the variance of the accelerated model's outputs drifts from that of the
+full-precision model over the steps (the paper's Figure 4), and the error accumulates. VC changes
+the variance of a normally distributed quantity ``f ~ N(mu, sigma^2)`` to a target ``sigma_new``
+with the mean-preserving scaling of Eq. 9,
 
-    rho_t = sqrt( Var_ref(eps_hat_t) / Var_obs(eps_hat_t) ),        eps_hat_t <- rho_t * eps_hat_t,
+    Y = mu + (sigma_new / sigma) (f - mu),
 
-where ``Var(eps_hat_t)`` is the mean over samples of the variance over each sample's elements of
-the prediction at step ``t``: ``Var_ref`` for the full-precision, cache-free model and ``Var_obs``
-for the accelerated (quantised + cached) model, both recorded on the same calibration noises
-(:class:`PredictionVarianceRecorder`, :func:`compensation_factors`), so the factor adapts to the
-particular quantisation and cache setting and to every step. The paper's exact equations (its
-Eq. 9-12) could not be read; this reading, and the per-batch alternative that was tried and
-dropped, are documented in the README.
+with a training-free correction factor per timestep computed from a small batch of intermediate
+samples. Here ``f`` is the noise prediction of one sample at step ``t``, ``mu`` its mean over its
+elements, ``sigma_new^2`` the mean per-sample variance of the full-precision, cache-free
+prediction at ``t`` and ``sigma^2`` that of the accelerated model, both recorded on the same
+calibration noises (:class:`PredictionVarianceRecorder`, :func:`compensation_factors`):
+``rho_t = sigma_new / sigma``. The paper's Eq. 10-12 (how the factor is generated) could not be
+read; this reading is listed in the README.
 """
 from __future__ import annotations
 
@@ -64,6 +64,8 @@ def compensation_factors(reference, observed):
     for name, (t, v) in (("reference", (rt, rv)), ("observed", (ot, ov))):
         if len(t) == 0 or t.shape != v.shape:
             raise ValueError(f"{name} t and var must be non-empty and of equal length, got {t.shape}, {v.shape}")
+        if not np.all(np.isfinite(t)):
+            raise ValueError(f"{name} t must be finite (got NaN or inf)")
         if not np.all(np.isfinite(v)) or np.any(v <= 0):
             raise ValueError(f"{name} variances must be finite and > 0")
         if np.any(np.diff(t) <= 0):
@@ -72,24 +74,28 @@ def compensation_factors(reference, observed):
 
 
 class VarianceCompensation(nn.Module):
-    """Wraps an (accelerated) noise-prediction model: ``forward(x, t, y)`` returns
-    ``rho_t * model(x, t, y)``, with the factor table ``(t, rho)`` interpolated linearly in ``t``
-    (constant beyond its ends). The factors used are kept in ``history`` as ``(t, rho)``.
+    """Wraps an (accelerated) noise-prediction model: ``forward(x, t, y)`` returns, per sample,
+    ``mu + rho_t (f - mu)`` (Eq. 9) with ``f = model(x, t, y)`` and ``mu`` the sample's mean over its
+    elements (``center=False``: ``rho_t f``, the plain rescaling). The factor table ``(t, rho)`` is
+    interpolated linearly in ``t`` (constant beyond its ends); the factors used are kept in
+    ``history`` as ``(t, rho)``.
     """
 
-    def __init__(self, model: nn.Module, t, rho):
+    def __init__(self, model: nn.Module, t, rho, center: bool = True):
         super().__init__()
         t = np.asarray(t, float).reshape(-1)
         rho = np.asarray(rho, float).reshape(-1)
         if len(t) == 0 or t.shape != rho.shape:
             raise ValueError(f"t and rho must be non-empty and of equal length, got {t.shape}, {rho.shape}")
+        if not np.all(np.isfinite(t)):
+            raise ValueError("t must be finite (got NaN or inf)")
         if not np.all(np.isfinite(rho)) or np.any(rho <= 0):
             raise ValueError("rho must be finite and > 0")
         if np.any(np.diff(t) <= 0):
             raise ValueError("t must be strictly increasing")
         self.model = model
         self.n_classes = model.n_classes
-        self.t, self.rho = t, rho
+        self.t, self.rho, self.center = t, rho, bool(center)
         self.history: list[tuple[float, float]] = []
 
     def factor(self, t: float) -> float:
@@ -99,9 +105,12 @@ class VarianceCompensation(nn.Module):
     def forward(self, x, t, y):
         pred = self.model(x, t, y)
         out = pred.clone()
+        dims = tuple(range(1, pred.dim()))
         for tv in torch.unique(t):
             rows = t == tv
             rho = self.factor(float(tv))
             self.history.append((float(tv), rho))
-            out[rows] = pred[rows] * rho
+            p = pred[rows]
+            mu = p.mean(dims, keepdim=True) if self.center and dims else torch.zeros_like(p)
+            out[rows] = mu + rho * (p - mu)
         return out

@@ -47,8 +47,14 @@ def quant_params(x_min, x_max, bits: int):
     bits = _check_bits(bits, "bits")
     if bits is None:
         raise ValueError("bits must be an integer in 2..16 for quant_params")
-    x_min = torch.clamp(torch.as_tensor(x_min, dtype=torch.float32), max=0.0)
-    x_max = torch.clamp(torch.as_tensor(x_max, dtype=torch.float32), min=0.0)
+    x_min = torch.as_tensor(x_min, dtype=torch.float32)
+    x_max = torch.as_tensor(x_max, dtype=torch.float32)
+    if not (torch.isfinite(x_min).all() and torch.isfinite(x_max).all()):
+        raise ValueError("x_min and x_max must be finite (got NaN or inf)")
+    if bool((x_min > x_max).any()):
+        raise ValueError("inverted range: x_min must be <= x_max")
+    x_min = torch.clamp(x_min, max=0.0)
+    x_max = torch.clamp(x_max, min=0.0)
     levels = 2**bits - 1
     scale = (x_max - x_min) / levels
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))
@@ -233,6 +239,9 @@ def calibrate(model: nn.Module, x: torch.Tensor, t: torch.Tensor, y: torch.Tenso
     """
     if not (len(x) == len(t) == len(y)) or len(x) == 0:
         raise ValueError(f"x, t and y must be non-empty and of equal length, got {len(x)}, {len(t)}, {len(y)}")
+    for name, v in (("x", x), ("t", t)):
+        if not bool(torch.isfinite(torch.as_tensor(v, dtype=torch.float32)).all()):
+            raise ValueError(f"{name} must be finite (got NaN or inf in the calibration inputs)")
     with observing(model) as layers:
         for i in range(0, len(x), batch_size):
             model(x[i:i + batch_size], t[i:i + batch_size], y[i:i + batch_size])

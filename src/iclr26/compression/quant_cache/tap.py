@@ -1,23 +1,26 @@
 """Calibration-set selection for PTQ of a cached DiT: TAP and the two usual baselines.
 
 Source: Q&C (arXiv:2503.02508), Section 3.1 "temporal-aware parallel clustering" (TAP, the
-paper's Algorithm 1). With a feature cache, the activations collected along the sampling
-trajectories are redundant (the cached steps repeat the features of the last full step), so a
-randomly drawn calibration set spends much of its budget on near-duplicates. TAP
+paper's Algorithm 1, Eq. 4-8). With a feature cache, the inputs collected along the sampling
+trajectories are redundant, so a calibration set drawn from them uniformly spends its budget on
+near-duplicates. TAP clusters the ``N`` candidates and samples the calibration set evenly from the
+clusters:
 
-1. collects candidate inputs ``(x_t, t, y)`` at every step of calibration trajectories;
-2. describes each candidate by temporal-aware features: statistics of its activations (here the
-   mean, standard deviation and largest magnitude of every block's output) together with a
-   timestep embedding;
-3. splits the steps into contiguous timestep groups and clusters each group independently (the
-   groups are independent, hence "parallel"; k-means here);
-4. takes from each cluster the candidates nearest to its centroid, as many as the cluster's share
-   of the group (largest remainder), each group contributing in proportion to its size.
+1. ``m`` subsets ``S_i`` of ``n`` candidates each are drawn at random (the paper: ``m = 3``,
+   ``n = N / 20``); for each, an ``N x n`` affinity between every candidate and the subset is built
+   as ``A_final = alpha * A_spatial + (1 - alpha) * A_temporal`` (Eq. 6), with the cosine similarity
+   of feature vectors (Eq. 7) and ``exp(-|t_k - t_h|)`` of the timestamps (Eq. 8);
+2. ``L = D_r^{-1/2} A_final D_c^{-1/2}`` with the row and column degrees (Eq. 4-5); its top ``k``
+   (left singular) vectors embed every candidate, and k-means on the rows clusters them
+   (Algorithm 1, lines 10-13);
+3. the ``m`` clusterings are aggregated (line 14; here: k-means on the concatenated embeddings)
+   and the calibration set is drawn evenly from the ``k`` clusters, at random within each (the
+   paper: 100 clusters, 3-10 samples each, 800 in all).
 
-The paper's exact features, group count and cluster count could not be read; the choices above
-are documented as guesses in the README. Baselines: :func:`random_select` (uniform over the pool)
-and :func:`uniform_timestep_select` (the same number from every step, Q-Diffusion's time-step
-aware calibration).
+Readings where the paper is silent are listed in the README (negative cosines clipped to 0,
+the aggregation rule, the feature vectors, timestamps as sampler step indices). Baselines:
+:func:`random_select` (uniform over the pool) and :func:`uniform_timestep_select` (the same
+number from every step, the usual time-step aware calibration of Q-Diffusion / PTQ4DiT).
 """
 from __future__ import annotations
 
@@ -25,7 +28,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from iclr26.models.diffusion import timestep_embedding
 
 
 class InputRecorder(nn.Module):
@@ -86,50 +88,111 @@ def _largest_remainder(weights, total: int, caps=None) -> np.ndarray:
     return share
 
 
-def tap_select(features, t, n_select: int, n_groups: int = 5, clusters_per_group: int | None = None,
-               time_weight: float = 1.0, time_dim: int = 8, seed: int = 0) -> np.ndarray:
-    """Indices of a TAP calibration set of ``n_select`` candidates.
-
-    ``features`` ``(n, f)`` (e.g. :func:`activation_features`), ``t`` ``(n,)`` the candidates'
-    timesteps. Features are standardised; a sinusoidal embedding of ``t`` (``time_dim`` columns,
-    times ``time_weight``) is appended. The distinct timesteps are split into ``n_groups``
-    contiguous groups; group ``g`` gets a share of ``n_select`` proportional to its candidates and
-    is clustered by k-means into ``clusters_per_group`` clusters (default: half its share, at least
-    1); each cluster gives its share (proportional to its size) of centroid-nearest candidates.
-    """
-    from sklearn.cluster import KMeans
-
+def _finite_2d(features, t):
     F = np.asarray(features, float)
     t = np.asarray(t, float).reshape(-1)
     if F.ndim != 2 or len(F) != len(t):
         raise ValueError(f"features must be (n, f) with n = len(t), got {F.shape} and {t.shape}")
-    if not 1 <= n_select <= len(t):
+    if not np.all(np.isfinite(F)):
+        raise ValueError("features must be finite (got NaN or inf)")
+    if not np.all(np.isfinite(t)):
+        raise ValueError("t must be finite (got NaN or inf)")
+    return F, t
+
+
+def tap_cluster(features, t, n_clusters: int, alpha: float = 0.5, n_subsets: int = 3,
+                subset_size: int | None = None, seed: int = 0) -> np.ndarray:
+    """TAP cluster labels (``(N,)`` in ``0..n_clusters-1``) of ``N`` candidates (Algorithm 1).
+
+    ``features`` ``(N, f)``: one feature vector per candidate (columns are scaled to unit root
+    mean square so no column dominates the cosine); ``t`` ``(N,)`` their timestamps (Eq. 8 uses
+    ``|t_k - t_h|`` as is: pass step indices for the paper's scale). ``alpha`` weighs the spatial
+    against the temporal affinity (Eq. 6; the paper's 0.5). ``n_subsets`` parallel subsets of
+    ``subset_size`` candidates (default ``max(n_clusters + 1, ceil(N / 20))``, the paper's 1/20).
+    """
+    from sklearn.cluster import KMeans
+
+    F, t = _finite_2d(features, t)
+    N = len(t)
+    if not 0.0 <= float(alpha) <= 1.0:
+        raise ValueError(f"alpha must be in [0, 1], got {alpha}")
+    if int(n_subsets) < 1:
+        raise ValueError(f"n_subsets must be >= 1, got {n_subsets}")
+    if not 1 <= int(n_clusters) <= N:
+        raise ValueError(f"n_clusters must be in 1..{N}, got {n_clusters}")
+    k = int(n_clusters)
+    n = max(k + 1, int(np.ceil(N / 20))) if subset_size is None else int(subset_size)
+    if not k <= n <= N:
+        raise ValueError(f"subset_size must be in {k}..{N} (n_clusters..number of candidates), got {n}")
+    if k == 1:
+        return np.zeros(N, np.int64)
+    rms = np.sqrt((F ** 2).mean(0))
+    Z = F / np.where(rms > 0, rms, 1.0)
+    norm = np.linalg.norm(Z, axis=1)
+    Zn = Z / np.where(norm > 0, norm, 1.0)[:, None]
+    rng = np.random.default_rng(seed)
+    embeds = []
+    for _ in range(int(n_subsets)):
+        S = np.sort(rng.choice(N, n, replace=False))
+        A_sp = np.clip(Zn @ Zn[S].T, 0.0, None)                     # Eq. 7 (negatives clipped)
+        A_tm = np.exp(-np.abs(t[:, None] - t[S][None, :]))          # Eq. 8
+        A = alpha * A_sp + (1.0 - alpha) * A_tm                     # Eq. 6
+        d_r, d_c = A.sum(1), A.sum(0)                               # Eq. 5
+        L = A / np.sqrt(np.where(d_r > 0, d_r, 1.0))[:, None] / np.sqrt(np.where(d_c > 0, d_c, 1.0))[None, :]
+        U = np.linalg.svd(L, full_matrices=False)[0][:, :k]         # top-k eigenvectors of L L^T
+        embeds.append(U)
+    E = np.concatenate(embeds, 1)
+    k_eff = int(min(k, len(np.unique(np.round(E, 12), axis=0))))
+    return KMeans(n_clusters=k_eff, n_init=3, random_state=seed).fit(E).labels_.astype(np.int64)
+
+
+def tap_select(features, t, n_select: int, n_clusters: int | None = None, alpha: float = 0.5,
+               n_subsets: int = 3, subset_size: int | None = None, seed: int = 0) -> np.ndarray:
+    """Indices of a TAP calibration set of ``n_select`` candidates (sorted).
+
+    Clusters with :func:`tap_cluster` (default ``n_clusters = max(1, round(n_select / 8))``, the
+    paper's 800 samples from 100 clusters) and draws the same number from every cluster, at random
+    within it; a cluster smaller than its share gives all it has and the rest goes to the others.
+    """
+    F, t = _finite_2d(features, t)
+    if not 1 <= int(n_select) <= len(t):
         raise ValueError(f"n_select must be in 1..{len(t)}, got {n_select}")
-    steps = np.unique(t)
-    if not 1 <= n_groups <= len(steps):
-        raise ValueError(f"n_groups must be in 1..{len(steps)} (the distinct timesteps), got {n_groups}")
-    if clusters_per_group is not None and clusters_per_group < 1:
-        raise ValueError(f"clusters_per_group must be >= 1 or None, got {clusters_per_group}")
+    k = max(1, int(round(n_select / 8))) if n_clusters is None else int(n_clusters)
+    labels = tap_cluster(F, t, k, alpha=alpha, n_subsets=n_subsets, subset_size=subset_size, seed=seed)
+    ids = np.unique(labels)
+    sizes = np.array([(labels == c).sum() for c in ids])
+    take = _largest_remainder(np.ones(len(ids)), int(n_select), sizes)
+    rng = np.random.default_rng(seed + 1)
+    out = [rng.choice(np.flatnonzero(labels == c), int(m), replace=False) for c, m in zip(ids, take) if m > 0]
+    return np.sort(np.concatenate(out))
+
+
+def kmeans_select(features, n_select: int, n_clusters: int | None = None, seed: int = 0) -> np.ndarray:
+    """The plain clustering baseline of the paper's Table 5: k-means on the standardised features
+    alone (no timestamps, no spectral embedding), then the same even draw from the clusters as
+    :func:`tap_select` (default ``n_clusters = max(1, round(n_select / 8))``)."""
+    from sklearn.cluster import KMeans
+
+    F = np.asarray(features, float)
+    if F.ndim != 2 or len(F) == 0:
+        raise ValueError(f"features must be a non-empty (n, f) array, got {F.shape}")
+    if not np.all(np.isfinite(F)):
+        raise ValueError("features must be finite (got NaN or inf)")
+    if not 1 <= int(n_select) <= len(F):
+        raise ValueError(f"n_select must be in 1..{len(F)}, got {n_select}")
+    k = max(1, int(round(n_select / 8))) if n_clusters is None else int(n_clusters)
+    if not 1 <= k <= len(F):
+        raise ValueError(f"n_clusters must be in 1..{len(F)}, got {n_clusters}")
     sd = F.std(0)
     Z = (F - F.mean(0)) / np.where(sd > 0, sd, 1.0)
-    emb = timestep_embedding(torch.as_tensor(t), time_dim).double().numpy()
-    Z = np.concatenate([Z, time_weight * emb], 1)
-    groups = [np.flatnonzero(np.isin(t, g)) for g in np.array_split(steps, n_groups)]
-    budget = _largest_remainder([len(g) for g in groups], n_select, [len(g) for g in groups])
-    chosen = []
-    for gi, (idx, b) in enumerate(zip(groups, budget)):
-        if b == 0:
-            continue
-        k = clusters_per_group if clusters_per_group is not None else max(1, int(b) // 2)
-        k = int(min(k, b, len(np.unique(Z[idx], axis=0))))
-        km = KMeans(n_clusters=k, n_init=3, random_state=seed + gi).fit(Z[idx])
-        sizes = np.bincount(km.labels_, minlength=k)
-        take = _largest_remainder(sizes, int(b), sizes)
-        for c in range(k):
-            members = idx[km.labels_ == c]
-            d = ((Z[members] - km.cluster_centers_[c]) ** 2).sum(1)
-            chosen += list(members[np.argsort(d, kind="stable")[:take[c]]])
-    return np.sort(np.asarray(chosen, np.int64))
+    k = int(min(k, len(np.unique(Z, axis=0))))
+    labels = KMeans(n_clusters=k, n_init=3, random_state=seed).fit(Z).labels_
+    ids = np.unique(labels)
+    sizes = np.array([(labels == c).sum() for c in ids])
+    take = _largest_remainder(np.ones(len(ids)), int(n_select), sizes)
+    rng = np.random.default_rng(seed + 1)
+    out = [rng.choice(np.flatnonzero(labels == c), int(m), replace=False) for c, m in zip(ids, take) if m > 0]
+    return np.sort(np.concatenate(out))
 
 
 def random_select(n_pool: int, n_select: int, seed: int = 0) -> np.ndarray:
