@@ -159,6 +159,13 @@ def tap_select(features, t, n_select: int, n_clusters: int | None = None, alpha:
         raise ValueError(f"n_select must be in 1..{len(t)}, got {n_select}")
     k = max(1, int(round(n_select / 8))) if n_clusters is None else int(n_clusters)
     labels = tap_cluster(F, t, k, alpha=alpha, n_subsets=n_subsets, subset_size=subset_size, seed=seed)
+    return _even_draw(labels, n_select, seed)
+
+
+def _even_draw(labels: np.ndarray, n_select: int, seed: int) -> np.ndarray:
+    """``n_select`` indices drawn evenly from the clusters ``labels`` (largest-remainder shares, a
+    cluster smaller than its share gives all it has), sorted; the draw of :func:`tap_select` and
+    :func:`kmeans_select`."""
     ids = np.unique(labels)
     sizes = np.array([(labels == c).sum() for c in ids])
     take = _largest_remainder(np.ones(len(ids)), int(n_select), sizes)
@@ -187,12 +194,7 @@ def kmeans_select(features, n_select: int, n_clusters: int | None = None, seed: 
     Z = (F - F.mean(0)) / np.where(sd > 0, sd, 1.0)
     k = int(min(k, len(np.unique(Z, axis=0))))
     labels = KMeans(n_clusters=k, n_init=3, random_state=seed).fit(Z).labels_
-    ids = np.unique(labels)
-    sizes = np.array([(labels == c).sum() for c in ids])
-    take = _largest_remainder(np.ones(len(ids)), int(n_select), sizes)
-    rng = np.random.default_rng(seed + 1)
-    out = [rng.choice(np.flatnonzero(labels == c), int(m), replace=False) for c, m in zip(ids, take) if m > 0]
-    return np.sort(np.concatenate(out))
+    return _even_draw(labels, n_select, seed)
 
 
 def random_select(n_pool: int, n_select: int, seed: int = 0) -> np.ndarray:
