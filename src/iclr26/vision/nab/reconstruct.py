@@ -2,6 +2,9 @@
 
     coordinates c -> encoding f_E(c) -> MLP -> attenuation X_c ;  loss = mean (A X - Y)^2
 
+with ``X`` laid out as an image, ``X[row, col]`` at ``pixel_grid(N)[row, col] = (x, y)`` (x along the
+columns, y along the rows: the image is never transposed),
+
 where ``A`` is the differentiable parallel-beam projector and ``Y`` the measured sinogram; the MLP
 and (for NAB) the bin parameters are trained together with Adam on the whole pixel grid each step.
 """
@@ -37,7 +40,7 @@ class Reconstruction:
         return self.losses[-1] if self.losses else float("nan")
 
 
-def build_inr(encoding: str | nn.Module = "nab", *, n_features: int = 256, hidden: int = 128, layers: int = 3,
+def build_inr(encoding: str | nn.Module = "nab", *, n_features: int = 456, hidden: int = 256, layers: int = 7,
               sigma: float = 4.0, k_scales=(150.0, 200.0), rotation: bool = True,
               generator: torch.Generator | None = None) -> CoordinateINR:
     """An INR with the named encoding (``"nab"``, ``"nab_frozen"``: NAB with its bin geometry frozen
@@ -63,7 +66,7 @@ def _check_finite(model: nn.Module, loss: torch.Tensor, step: int) -> None:
 
 
 def reconstruct(sinogram, angles, encoding: str | nn.Module = "nab", *, steps: int = 1500, lr: float = 1e-3,
-                seed: int = 0, n_features: int = 256, hidden: int = 128, layers: int = 3, sigma: float = 4.0,
+                seed: int = 0, n_features: int = 456, hidden: int = 256, layers: int = 7, sigma: float = 4.0,
                 k_scales=(150.0, 200.0), rotation: bool = True, center: float | None = None,
                 callback=None) -> Reconstruction:
     """Fit an INR to a parallel-beam ``sinogram`` ``(N, n_angles)`` (skimage's layout, angles in
@@ -74,7 +77,8 @@ def reconstruct(sinogram, angles, encoding: str | nn.Module = "nab", *, steps: i
             random-Fourier INR baseline) or any encoding module with ``out_features``.
         steps: Adam steps on the full pixel grid (default 1500: our CPU budget; the paper trains
             about 3e4 iterations).
-        lr: Adam learning rate (default 1e-3: the usual INR rate; tune it per encoding).
+        lr: Adam learning rate (default 1e-3, NeRP's rate for its random-Fourier INR; Adam betas
+            ``(0.9, 0.999)``, no weight decay, as NeRP's ``train_ct_recon.py``; tune it per encoding).
         seed: seeds the initial draw (bins or Fourier matrix, MLP weights).
         n_features, hidden, layers, sigma, k_scales, rotation: see :func:`build_inr`.
         center: the projector's rotation centre (default ``N // 2``, skimage's).
@@ -106,7 +110,7 @@ def reconstruct(sinogram, angles, encoding: str | nn.Module = "nab", *, steps: i
     coords = pixel_grid(n)
     target = torch.tensor(sino, dtype=torch.float32)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.Adam(params, lr=lr_f)
+    opt = torch.optim.Adam(params, lr=lr_f, betas=(0.9, 0.999), weight_decay=0.0)
     losses: list[float] = []
     for step in range(steps):
         opt.zero_grad(set_to_none=True)
