@@ -10,8 +10,13 @@ Generative model (one independent draw per seed):
   ``text`` see ``u_d`` (independent maps and noise), ``protein`` sees ``v_p``, and ``hta`` is the
   low-information view: a random embedding of a coarse class of the drug (the sign pattern of
   ``hta_bits`` random projections of ``u_d``, i.e. ``2^hta_bits`` classes), plus noise;
-- pre-training quadruplets: the interacting (``y = 1``) pairs of the pre-training drugs, as the
-  paper's quadruplets are known drug-target pairs; an IC50 class (terciles of a noisy potency
+- drug split: with three ``split_fractions`` (train, val, test) the pre-training quadruplets are
+  the interacting (``y = 1``) pairs of the train drugs, i.e. exactly the positives of the
+  downstream training labels (the ``labels`` regime); with four (corpus, train, val, test) they
+  are the interacting pairs of a separate group of ``corpus`` drugs that the downstream task never
+  sees, as the paper pre-trains on TRIDENT + BindingDB quadruplets and evaluates on other
+  benchmarks (the ``corpus`` regime);
+- the quadruplets are known drug-target pairs, as the paper's are; an IC50 class (terciles of a noisy potency
   ``s_dp + noise``) on a random ``ic50_fraction`` of them, -1 elsewhere.
 
 Nothing in the generator refers to volumes, pairs or dropout: every pre-training arm sees the same
@@ -44,7 +49,7 @@ class DTIData:
     protein_view: torch.Tensor  # (n_proteins, d)
     labels: np.ndarray  # (n_drugs, n_proteins) 0/1
     scores: np.ndarray  # (n_drugs, n_proteins) bilinear score
-    split: dict  # "train" / "val" / "test" -> drug indices (drug-cold)
+    split: dict  # "train" / "val" / "test" (and "corpus" with four split fractions) -> drug indices
     pretrain_pairs: np.ndarray  # (n, 2) drug, protein indices of the quadruplets
     pretrain_ic50: np.ndarray  # (n,) 0/1/2 or -1
 
@@ -70,8 +75,9 @@ def make_dti_data(n_drugs: int = 600, n_proteins: int = 200, latent_dim: int = 1
     if not (0 <= ic50_fraction <= 1):
         raise ValueError(f"ic50_fraction must be in [0, 1], got {ic50_fraction!r}")
     fr = np.asarray(split_fractions, dtype=float)
-    if fr.shape != (3,) or (fr <= 0).any() or abs(fr.sum() - 1) > 1e-9:
-        raise ValueError(f"split_fractions must be three positive fractions summing to 1, got {split_fractions!r}")
+    if fr.shape not in ((3,), (4,)) or not np.isfinite(fr).all() or (fr <= 0).any() or abs(fr.sum() - 1) > 1e-9:
+        raise ValueError(f"split_fractions must be three (train, val, test) or four (corpus, train, val, test) "
+                         f"positive fractions summing to 1, got {split_fractions!r}")
     sd = {"smiles": 1.0, "text": 1.0, "hta": 0.3, "protein": 0.5}
     if noise is not None:
         unknown = set(noise) - set(sd)
@@ -99,13 +105,18 @@ def make_dti_data(n_drugs: int = 600, n_proteins: int = 200, latent_dim: int = 1
     prot = _random_net(rng, latent_dim, view_dim)(v) + sd["protein"] * rng.normal(size=(n_proteins, view_dim))
 
     order = rng.permutation(n_drugs)
-    n_tr = int(round(fr[0] * n_drugs))
-    n_va = int(round(fr[1] * n_drugs))
-    split = {"train": np.sort(order[:n_tr]), "val": np.sort(order[n_tr:n_tr + n_va]),
-             "test": np.sort(order[n_tr + n_va:])}
+    names = ("train", "val", "test") if len(fr) == 3 else ("corpus", "train", "val", "test")
+    bounds = np.round(np.cumsum(fr) * n_drugs).astype(int)
+    split = {nm: np.sort(order[lo:hi]) for nm, lo, hi in zip(names, np.r_[0, bounds[:-1]], bounds)}
+    for nm, idx in split.items():
+        if len(idx) < 2:
+            raise ValueError(f"split {nm!r} holds {len(idx)} drugs; raise n_drugs or its fraction")
+    pre = split["corpus" if "corpus" in split else "train"]
 
-    pos = np.argwhere(y[split["train"]] == 1)
-    pairs = np.stack([split["train"][pos[:, 0]], pos[:, 1]], axis=1)
+    pos = np.argwhere(y[pre] == 1)
+    if len(pos) < 2:
+        raise ValueError("the pre-training drugs have fewer than 2 interacting pairs; raise n_drugs or positive_rate")
+    pairs = np.stack([pre[pos[:, 0]], pos[:, 1]], axis=1)
     potency = s[pairs[:, 0], pairs[:, 1]]
     potency = potency + 0.5 * potency.std() * rng.normal(size=len(potency))
     t1, t2 = np.quantile(potency, [1 / 3, 2 / 3])

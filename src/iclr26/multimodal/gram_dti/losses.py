@@ -110,6 +110,14 @@ def gram_volumes(anchor: torch.Tensor, others: Sequence[torch.Tensor], eps: floa
     _check_embeddings(others, [f"others[{i}]" for i in range(len(others))])
     if others[0].shape[1] != anchor.shape[1]:
         raise ValueError(f"others have dimension {others[0].shape[1]}, anchor has {anchor.shape[1]}")
+    if len(others) + 1 > anchor.shape[1]:
+        raise ValueError(f"{len(others) + 1} vectors (the anchor and {len(others)} others) in {anchor.shape[1]} "
+                         f"dimensions are always linearly dependent, so every volume is 0: the embedding "
+                         f"dimension must be at least the number of modalities in the volume ({len(others) + 1})")
+    if normalize:
+        for t, name in zip([anchor] + others, ["anchor"] + [f"others[{i}]" for i in range(len(others))]):
+            if bool((t.detach().norm(dim=1) == 0).any()):
+                raise ValueError(f"{name} has an all-zero row: it has no direction to normalise")
     out_dtype = anchor.dtype
     work = torch.promote_types(anchor.dtype, torch.float32)
     a = anchor.to(work)
@@ -124,7 +132,8 @@ def gram_volumes(anchor: torch.Tensor, others: Sequence[torch.Tensor], eps: floa
     mm = torch.einsum("jpd,jqd->jpq", M, M)  # (B2, k-1, k-1): Gram block of sample j's others
     if k <= 4:
         # det [[aa, b^T], [b, M]] = aa det(M) - b^T adj(M) b (cofactor expansion along the first
-        # row and column; exact also for singular M). adj(M) and det(M) depend on j only, so the
+        # row and column; an identity, valid also for singular M, not an approximation; the
+        # floating-point error is that of the products, see the README). adj(M) and det(M) depend on j only, so the
         # B1 x B2 determinants cost O(B1 B2 k^2) instead of B1 B2 LU factorisations.
         det_m, adj = _det_adj(mm)
         quad = (torch.bmm(am.transpose(0, 1), adj).transpose(0, 1) * am).sum(-1)  # b_ij^T adj(M_j) b_ij
@@ -183,6 +192,9 @@ class GramianVolumeLoss(nn.Module):
 
     def forward(self, anchor: torch.Tensor, others: Sequence[torch.Tensor]) -> torch.Tensor:
         V = self.volumes(anchor, others)
+        if V.shape[0] < 2:
+            raise ValueError(f"the contrastive loss needs a batch of at least 2 samples (the other samples are "
+                             f"the negatives), got {V.shape[0]}")
         if V.shape[0] != V.shape[1]:
             raise ValueError(f"anchor and others must have the same batch size, got {V.shape[0]} and {V.shape[1]}")
         logits = -V.float() / self.temperature
@@ -201,6 +213,9 @@ def clip_loss(x: torch.Tensor, y: torch.Tensor, temperature: float = TEMPERATURE
     temperature = _check_temperature(temperature)
     label_smoothing = _check_smoothing(label_smoothing)
     _check_embeddings([x, y], ["x", "y"])
+    if x.shape[0] < 2:
+        raise ValueError(f"the contrastive loss needs a batch of at least 2 samples (the other samples are "
+                         f"the negatives), got {x.shape[0]}")
     if normalize:
         x, y = F.normalize(x, dim=1), F.normalize(y, dim=1)
     logits = (x @ y.T).float() / temperature
@@ -254,9 +269,22 @@ class _ModalityDropoutBase:
         self.full_anchor = modalities[-1] if full_anchor is None else full_anchor
         if self.full_anchor not in modalities:
             raise ValueError(f"full_anchor {full_anchor!r} is not one of modalities {modalities}")
-        self.rng = random.Random(seed)
+        self.reseed(seed)
         self.counts = {m: 0 for m in modalities}
         self.counts["none"] = 0
+
+    def reseed(self, seed: int | None) -> None:
+        """Three independent streams, each a function of ``seed`` only: ``gate_rng`` (drop or not,
+        one draw per step), ``pick_rng`` (which modality, where the rule is random) and
+        ``anchor_rng`` (the anchor after a drop). Two dropout rules with the same seed therefore
+        drop on exactly the same steps and draw their anchors from the same stream; only the
+        choice of the dropped modality differs (the official code draws all three from one global
+        stream, ``losses.py:209, 177, 240``; the rule and the rates are the same)."""
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))):
+            raise TypeError(f"seed must be an int or None, got {seed!r}")
+        self.seed = None if seed is None else int(seed)
+        mk = (lambda tag: random.Random()) if seed is None else (lambda tag: random.Random(f"{int(seed)}:{tag}"))
+        self.gate_rng, self.pick_rng, self.anchor_rng = mk("gate"), mk("pick"), mk("anchor")
 
     def _full(self, scores=None, norms=None) -> DropDecision:
         others = [m for m in self.modalities if m != self.full_anchor]
@@ -265,7 +293,7 @@ class _ModalityDropoutBase:
 
     def _dropped(self, dropped: str, scores=None, norms=None) -> DropDecision:
         remaining = [m for m in self.modalities if m != dropped]
-        anchor = self.rng.choice(remaining)  # losses.py:240: a random anchor among the remaining
+        anchor = self.anchor_rng.choice(remaining)  # losses.py:240: a random anchor among the remaining
         self.counts[dropped] += 1
         return DropDecision(dropped, anchor, [m for m in remaining if m != anchor], dict(scores or {}),
                             dict(norms or {}))
@@ -346,7 +374,7 @@ class AdaptiveModalityDropout(_ModalityDropoutBase):
     def choose(self) -> str | None:
         """The modality to drop given the current history (None: drop nothing)."""
         if min(len(self.history[m]) for m in self.modalities) < 2:
-            pick = self.rng.choice(["none"] + self.modalities)
+            pick = self.pick_rng.choice(["none"] + self.modalities)
             return None if pick == "none" else pick
         sc = self.scores()
         vals = list(sc.values())
@@ -355,10 +383,10 @@ class AdaptiveModalityDropout(_ModalityDropoutBase):
             if sc[m] > threshold:
                 return m
         low = min(vals)
-        return self.rng.choice([m for m in self.modalities if sc[m] == low])
+        return self.pick_rng.choice([m for m in self.modalities if sc[m] == low])
 
     def step(self, grad_norms: Mapping[str, float] | Callable[[], Mapping[str, float]]) -> DropDecision:
-        if self.rng.random() > self.p_drop:  # losses.py:209
+        if self.gate_rng.random() > self.p_drop:  # losses.py:209
             return self._full()
         norms = grad_norms() if callable(grad_norms) else grad_norms
         self.update(norms)
@@ -370,11 +398,23 @@ class AdaptiveModalityDropout(_ModalityDropoutBase):
 
 
 class RandomModalityDropout(_ModalityDropoutBase):
-    """Control: with probability ``p_drop`` drop a uniformly chosen modality, then a random anchor
-    among the rest; no gradients are looked at. Same rate and anchor rule as
-    :class:`AdaptiveModalityDropout` (not in the official code: it isolates the gradient rule)."""
+    """Control: with probability ``p_drop`` drop a uniformly chosen modality of ``droppable``
+    (default: all), then a random anchor among the rest; no gradients are looked at. Same rate,
+    gate stream and anchor rule as :class:`AdaptiveModalityDropout` (not in the official code: it
+    isolates the gradient rule). ``droppable=("text", "hta")`` drops only the modalities outside
+    the ``L_bi`` pair, which is what the adaptive rule ends up doing when their ``L_bi`` gradients
+    are zero."""
+
+    def __init__(self, modalities: Sequence[str] = ("text", "hta", "smiles", "protein"), p_drop: float = P_DROP,
+                 full_anchor: str | None = None, seed: int | None = None, droppable: Sequence[str] | None = None):
+        super().__init__(modalities, p_drop, full_anchor, seed)
+        drop = list(self.modalities if droppable is None else droppable)
+        bad = [m for m in drop if m not in self.modalities]
+        if not drop or bad or len(set(drop)) != len(drop):
+            raise ValueError(f"droppable must name distinct modalities of {self.modalities}, got {droppable!r}")
+        self.droppable = drop
 
     def step(self, grad_norms=None) -> DropDecision:
-        if self.rng.random() > self.p_drop:
+        if self.gate_rng.random() > self.p_drop:
             return self._full()
-        return self._dropped(self.rng.choice(self.modalities))
+        return self._dropped(self.pick_rng.choice(self.droppable))

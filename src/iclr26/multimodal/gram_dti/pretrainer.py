@@ -18,8 +18,8 @@ from torch import nn
 from .losses import (LABEL_SMOOTHING, P_DROP, TEMPERATURE, AdaptiveModalityDropout, GramianVolumeLoss,
                      RandomModalityDropout, clip_loss, pairwise_infonce)
 
-OBJECTIVES = ("gram", "clip", "pairwise")
-DROPOUTS = (None, "adaptive", "random")
+OBJECTIVES = ("gram", "clip", "pairwise", "pairwise_bi")
+DROPOUTS = (None, "adaptive", "random", "random_aux")
 N_IC50 = 3  # IC50 bins < 10 uM, 10-1000 uM, > 1000 uM (paper Sec. 3; models.py:71, Linear(256, 3))
 
 
@@ -48,6 +48,21 @@ def _nonneg(x, name: str) -> float:
     return v
 
 
+def _check_ic50(ic50, n: int) -> None:
+    """IC50 classes: an integer tensor of shape (n,) with values 0, 1, 2 or -1 (missing)."""
+    if not isinstance(ic50, torch.Tensor):
+        raise TypeError(f"ic50 must be a torch.Tensor of class ids, got {type(ic50).__name__}")
+    if ic50.shape != (n,):
+        raise ValueError(f"ic50 must have shape ({n},) (one class id per quadruplet), got {tuple(ic50.shape)}")
+    if ic50.is_floating_point() or ic50.is_complex() or ic50.dtype == torch.bool:
+        raise TypeError(f"ic50 must be an integer tensor of class ids 0, 1, 2 and -1 for a missing measurement, "
+                        f"got dtype {ic50.dtype} (NaN or fractional values are not class ids; mark a missing "
+                        f"value with -1)")
+    if bool(((ic50 < -1) | (ic50 >= N_IC50)).any()):
+        raise ValueError(f"ic50 must hold class ids 0, 1, 2 or -1 for a missing measurement, got values "
+                         f"{sorted(set(ic50.unique().tolist()))[:10]}")
+
+
 class GRAMDTIPretrainer(nn.Module):
     """Projector heads + the GRAM-DTI objective over frozen features.
 
@@ -61,10 +76,15 @@ class GRAMDTIPretrainer(nn.Module):
       ``models.py:77``); default None here (a projector per modality).
     - ``objective``: ``"gram"`` (``lambda_1 L_vol + lambda_2 L_bi``, ``losses.py:367``), ``"clip"``
       (``L_bi`` only) or ``"pairwise"`` (sum of InfoNCE over every pair of modalities; the
-      comparator, replacing both L_vol and L_bi). ``L_IC50`` is added with weight ``lambda_3`` when
-      ``ic50=True`` and a batch has IC50 labels.
-    - ``dropout``: None, ``"adaptive"`` (:class:`AdaptiveModalityDropout`) or ``"random"``; only
-      with ``objective="gram"`` (it chooses which modalities enter the volume).
+      comparator, replacing both L_vol and L_bi). ``"pairwise_bi"`` is the pairwise sum + ``lambda_2 L_bi``
+      (the comparator with the same extra SMILES-protein supervision the ``"gram"`` objective has).
+      ``L_IC50`` is added with weight ``lambda_3`` when ``ic50=True`` and a batch has IC50 labels.
+      With ``"gram"``, ``projection_dim`` must be at least the number of modalities (k vectors in
+      fewer than k dimensions always have volume 0).
+    - ``dropout``: None, ``"adaptive"`` (:class:`AdaptiveModalityDropout`), ``"random"`` (a
+      uniformly drawn modality) or ``"random_aux"`` (a uniformly drawn modality outside
+      ``bi_pair``); only with ``objective="gram"`` (it chooses which modalities enter the volume).
+      Every rule uses the same gate stream for a given seed (see ``_ModalityDropoutBase.reseed``).
     - ``p_drop = 0.8`` (``run.py:34``), ``temperature = 0.07`` (``models.py:10``),
       ``label_smoothing = 0.1`` (``losses.py:338, 362, 327``), ``lambdas = (1, 1, 1)``
       (``run.py:40-45``), ``hidden = 768`` and ``projection_dim = 512`` (``models.py:30-37``),
@@ -105,6 +125,8 @@ class GRAMDTIPretrainer(nn.Module):
         lambdas = tuple(_nonneg(x, "lambdas") for x in lambdas)
         if len(lambdas) != 3:
             raise ValueError(f"lambdas must hold (lambda_1, lambda_2, lambda_3), got {lambdas}")
+        if not any(lambdas):
+            raise ValueError("lambdas are all 0: the objective would be identically 0")
         hd = float(head_dropout)
         if not (0.0 <= hd < 1.0):
             raise ValueError(f"head_dropout must be in [0, 1), got {head_dropout!r}")
@@ -119,6 +141,11 @@ class GRAMDTIPretrainer(nn.Module):
         self.volume_loss = GramianVolumeLoss(temperature, label_smoothing)
         hidden = _positive_int(hidden, "hidden")
         projection_dim = _positive_int(projection_dim, "projection_dim")
+        if objective == "gram" and projection_dim < len(self.modalities):
+            raise ValueError(f"projection_dim={projection_dim} is too small for the Gram volume of "
+                             f"{len(self.modalities)} modalities: {len(self.modalities)} vectors in fewer "
+                             f"dimensions are always linearly dependent (volume 0); use projection_dim >= "
+                             f"{len(self.modalities)}")
         ic50_hidden = _positive_int(ic50_hidden, "ic50_hidden")
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(int(seed))
@@ -141,17 +168,29 @@ class GRAMDTIPretrainer(nn.Module):
             self.drop = AdaptiveModalityDropout(self.modalities, p_drop=p_drop, seed=seed)
         elif dropout == "random":
             self.drop = RandomModalityDropout(self.modalities, p_drop=p_drop, seed=seed)
+        elif dropout == "random_aux":
+            aux = [m for m in self.modalities if m not in bi_pair]
+            if not aux:
+                raise ValueError("dropout='random_aux' needs a modality outside bi_pair")
+            self.drop = RandomModalityDropout(self.modalities, p_drop=p_drop, seed=seed, droppable=aux)
         self.input_dims = dims
 
     # -- embeddings -----------------------------------------------------------------------------
-    def _check_views(self, views: Mapping[str, torch.Tensor], name: str = "views") -> int:
+    def _check_views(self, views: Mapping[str, torch.Tensor], name: str = "views",
+                     modalities: Sequence[str] | None = None) -> int:
+        mods = list(self.modalities if modalities is None else modalities)
         if not isinstance(views, Mapping):
             raise TypeError(f"{name} must be a mapping modality -> tensor, got {type(views).__name__}")
-        missing = [m for m in self.modalities if m not in views]
+        unknown = [m for m in mods if m not in self.input_dims]
+        if unknown:
+            raise ValueError(f"modalities {unknown} are unknown; expected a subset of {self.modalities}")
+        if not mods:
+            raise ValueError("modalities must name at least one modality")
+        missing = [m for m in mods if m not in views]
         if missing:
-            raise ValueError(f"{name} lacks modalities {missing} (expected {self.modalities})")
+            raise ValueError(f"{name} lacks modalities {missing} (expected {mods})")
         n = None
-        for m in self.modalities:
+        for m in mods:
             x = views[m]
             if not isinstance(x, torch.Tensor):
                 raise TypeError(f"{name}[{m!r}] must be a torch.Tensor, got {type(x).__name__}")
@@ -173,23 +212,19 @@ class GRAMDTIPretrainer(nn.Module):
     def embed(self, views: Mapping[str, torch.Tensor], modalities: Sequence[str] | None = None) -> dict:
         """L2-normalised projections (``models.py:74-80``) of the given modalities (default all)."""
         mods = list(self.modalities if modalities is None else modalities)
-        for m in mods:
-            if m not in self.input_dims:
-                raise ValueError(f"unknown modality {m!r}; expected one of {self.modalities}")
-            x = views[m]
-            if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] != self.input_dims[m]:
-                raise ValueError(f"views[{m!r}] must be a tensor of shape (N, {self.input_dims[m]})")
+        self._check_views(views, "views", mods)
         return {m: F.normalize(self._proj(m)(views[m]), dim=1) for m in mods}
 
     @torch.no_grad()
     def transform(self, views: Mapping[str, torch.Tensor], modalities: Sequence[str] | None = None,
                   batch_size: int = 4096) -> dict:
         """Embeddings in eval mode, without gradients, as float numpy arrays."""
+        mods = list(self.modalities if modalities is None else modalities)
+        n = self._check_views(views, "views", mods)
+        batch_size = _positive_int(batch_size, "batch_size")
         was = self.training
         self.eval()
-        mods = list(self.modalities if modalities is None else modalities)
         out = {m: [] for m in mods}
-        n = views[mods[0]].shape[0]
         for i in range(0, n, batch_size):
             e = self.embed({m: views[m][i:i + batch_size] for m in mods}, mods)
             for m in mods:
@@ -204,6 +239,11 @@ class GRAMDTIPretrainer(nn.Module):
         Returns ``(loss, info)`` with the terms and the step's :class:`DropDecision` (if any).
         """
         n = self._check_views(views)
+        if n < 2:
+            raise ValueError(f"a batch of {n} quadruplet(s): the contrastive terms need at least 2 (the other "
+                             f"samples are the negatives)")
+        if ic50 is not None:
+            _check_ic50(ic50, n)
         z = self.embed(views)
         for m in self.modalities:
             if not bool(torch.isfinite(z[m]).all()):
@@ -212,8 +252,6 @@ class GRAMDTIPretrainer(nn.Module):
         info = {}
         ic50_loss = None
         if self.use_ic50 and ic50 is not None:
-            if ic50.shape != (n,):
-                raise ValueError(f"ic50 must have shape ({n},), got {tuple(ic50.shape)}")
             mask = ic50 >= 0
             if bool(mask.any()):
                 logits = self.ic50_head(torch.cat([z[m] for m in self.modalities], dim=1))
@@ -221,9 +259,13 @@ class GRAMDTIPretrainer(nn.Module):
                                             label_smoothing=self.label_smoothing)  # losses.py:319-329
                 info["ic50"] = float(ic50_loss.detach())
         a, b = self.bi_pair
-        if self.objective == "pairwise":
+        if self.objective in ("pairwise", "pairwise_bi"):
             total = pairwise_infonce([z[m] for m in self.modalities], self.temperature, self.label_smoothing)
             info["pairwise"] = float(total.detach())
+            if self.objective == "pairwise_bi":
+                bi = clip_loss(z[a], z[b], self.temperature, self.label_smoothing)
+                info["bi"] = float(bi.detach())
+                total = total + l2 * bi
             if ic50_loss is not None:
                 total = total + l3 * ic50_loss
             return total, info
@@ -259,6 +301,13 @@ class GRAMDTIPretrainer(nn.Module):
         n = self._check_views(views)
         steps = _positive_int(steps, "steps")
         batch_size = _positive_int(batch_size, "batch_size")
+        if batch_size < 2:
+            raise ValueError(f"batch_size must be at least 2 (the contrastive losses take their negatives from the "
+                             f"batch; with 1 sample every loss is 0), got {batch_size}")
+        if n < 2:
+            raise ValueError(f"views hold {n} quadruplet; the contrastive losses need at least 2")
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+            raise TypeError(f"seed must be an int, got {seed!r}")
         lr = float(lr)
         if not math.isfinite(lr) or lr <= 0:
             raise ValueError(f"lr must be a positive finite number, got {lr!r}")
@@ -266,15 +315,21 @@ class GRAMDTIPretrainer(nn.Module):
         if not math.isfinite(clip_grad) or clip_grad <= 0:
             raise ValueError(f"clip_grad must be a positive finite number, got {clip_grad!r}")
         if ic50 is not None:
-            if not isinstance(ic50, torch.Tensor) or ic50.shape != (n,):
-                raise ValueError(f"ic50 must be a tensor of shape ({n},), got {getattr(ic50, 'shape', ic50)!r}")
-            if bool(((ic50 < -1) | (ic50 >= N_IC50)).any()):
-                raise ValueError("ic50 must hold class ids 0, 1, 2 or -1 for a missing measurement")
+            _check_ic50(ic50, n)
         params = [p for p in self.parameters() if p.requires_grad]
         opt = torch.optim.Adam(params, lr=lr)
         gen = torch.Generator().manual_seed(int(seed))
         bs = min(batch_size, n)
         losses = []
+        if self.drop is not None:
+            self.drop.reseed(int(seed))  # same seed -> same gate / anchor streams for every dropout rule
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(seed))  # the heads' nn.Dropout masks: a function of the seed, not of earlier fits
+            self._fit_steps(views, ic50, opt, params, gen, n, bs, steps, clip_grad, losses)
+        self.eval()
+        return {"losses": losses, "drop_rates": (self.drop.drop_rates() if self.drop is not None else {})}
+
+    def _fit_steps(self, views, ic50, opt, params, gen, n, bs, steps, clip_grad, losses):
         self.train()
         perm, pos = torch.randperm(n, generator=gen), 0
         for step in range(1, steps + 1):
@@ -296,5 +351,3 @@ class GRAMDTIPretrainer(nn.Module):
                 raise NonFiniteTrainingError(f"non-finite gradient norm {float(gnorm)} at step {step}")
             opt.step()
             losses.append(float(loss.detach()))
-        self.eval()
-        return {"losses": losses, "drop_rates": (self.drop.drop_rates() if self.drop is not None else {})}

@@ -20,6 +20,9 @@ def pair_features(z_drug: np.ndarray, z_protein: np.ndarray, pairs: np.ndarray) 
     pairs = np.asarray(pairs)
     if pairs.ndim != 2 or pairs.shape[1] != 2:
         raise ValueError(f"pairs must have shape (n, 2), got {pairs.shape}")
+    if pairs.size and (not np.issubdtype(pairs.dtype, np.integer) or pairs.min() < 0
+                       or pairs[:, 0].max() >= len(z_drug) or pairs[:, 1].max() >= len(z_protein)):
+        raise ValueError(f"pairs must hold integer (drug, protein) indices within ({len(z_drug)}, {len(z_protein)})")
     a, b = z_drug[pairs[:, 0]], z_protein[pairs[:, 1]]
     return np.concatenate([a * b, a, b], axis=1)
 
