@@ -267,6 +267,9 @@ def test_defaults_are_the_papers_bin_count_and_nerp_backbone():
     assert isinstance(inr.mlp[-1], torch.nn.Sigmoid)              # NeRP's FFN output
     out = inr(pixel_grid(8))
     assert float(out.min()) > 0 and float(out.max()) < 1
+    assert not isinstance(build_inr("rff", output="linear").mlp[-1], torch.nn.Sigmoid)
+    with pytest.raises(ValueError, match="output"):
+        build_inr("rff", output="tanh")
 
 
 def test_rff_features_against_the_formula():

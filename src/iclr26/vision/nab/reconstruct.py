@@ -41,7 +41,7 @@ class Reconstruction:
 
 
 def build_inr(encoding: str | nn.Module = "nab", *, n_features: int = 456, hidden: int = 256, layers: int = 7,
-              sigma: float = 4.0, k_scales=(150.0, 200.0), rotation: bool = True,
+              sigma: float = 4.0, k_scales=(150.0, 200.0), rotation: bool = True, output: str = "sigmoid",
               generator: torch.Generator | None = None) -> CoordinateINR:
     """An INR with the named encoding (``"nab"``, ``"nab_frozen"``: NAB with its bin geometry frozen
     at initialisation, ``"rff"``) or a given encoding module, and the same MLP in every case."""
@@ -54,7 +54,7 @@ def build_inr(encoding: str | nn.Module = "nab", *, n_features: int = 456, hidde
         enc = RFFEncoding(n_features, sigma=sigma, generator=generator)
     else:
         raise ValueError(f"encoding must be one of {ENCODINGS} or an nn.Module, got {encoding!r}")
-    return CoordinateINR(enc, hidden=hidden, layers=layers)
+    return CoordinateINR(enc, hidden=hidden, layers=layers, output=output)
 
 
 def _check_finite(model: nn.Module, loss: torch.Tensor, step: int) -> None:
@@ -68,7 +68,7 @@ def _check_finite(model: nn.Module, loss: torch.Tensor, step: int) -> None:
 def reconstruct(sinogram, angles, encoding: str | nn.Module = "nab", *, steps: int = 1500, lr: float = 1e-3,
                 seed: int = 0, n_features: int = 456, hidden: int = 256, layers: int = 7, sigma: float = 4.0,
                 k_scales=(150.0, 200.0), rotation: bool = True, center: float | None = None,
-                callback=None) -> Reconstruction:
+                output: str = "sigmoid", callback=None) -> Reconstruction:
     """Fit an INR to a parallel-beam ``sinogram`` ``(N, n_angles)`` (skimage's layout, angles in
     degrees) and return the reconstructed ``N x N`` image.
 
@@ -81,6 +81,7 @@ def reconstruct(sinogram, angles, encoding: str | nn.Module = "nab", *, steps: i
             ``(0.9, 0.999)``, no weight decay, as NeRP's ``train_ct_recon.py``; tune it per encoding).
         seed: seeds the initial draw (bins or Fourier matrix, MLP weights).
         n_features, hidden, layers, sigma, k_scales, rotation: see :func:`build_inr`.
+        output: the MLP's output, ``"sigmoid"`` (NeRP's, default) or ``"linear"``.
         center: the projector's rotation centre (default ``N // 2``, skimage's).
         callback: optional ``callback(step, model, loss)`` after each step.
 
@@ -105,7 +106,7 @@ def reconstruct(sinogram, angles, encoding: str | nn.Module = "nab", *, steps: i
     gen = torch.Generator().manual_seed(int(seed))
     torch.manual_seed(int(seed))
     model = build_inr(encoding, n_features=n_features, hidden=hidden, layers=layers, sigma=sigma,
-                      k_scales=k_scales, rotation=rotation, generator=gen)
+                      k_scales=k_scales, rotation=rotation, output=output, generator=gen)
     proj = ParallelBeamProjector(n, a, center)
     coords = pixel_grid(n)
     target = torch.tensor(sino, dtype=torch.float32)
