@@ -141,16 +141,18 @@ def test_estimate_from_published_durations():
     total, per = estimate_seconds(jobs, Ref(), 2)
     # a: median 20 s x 4, b: 100 s, c unknown: the median of the known costs (20 s); each trial's worker
     # also starts (START_S): 248 CPU-s. On the nominal loaded 2-core machine (one other busy process) the
-    # 2 workers get 4/3 of a core between them and every CPU second grows by CONTENTION
+    # 2 workers get 4/3 of a core between them; the stored CPU seconds come from a full machine, as here
     assert per == {("a", "quick"): 20.0, ("b", "quick"): 100.0}
     assert (START_S, CONTENTION, NOMINAL_LOAD) == (8.0, 1.8, 1.0)
-    assert total == pytest.approx(248 / (4 / 3) * 1.8)
-    assert estimate_seconds(jobs, Ref(), 1)[0] == pytest.approx(248 * 1.8)
+    assert total == pytest.approx(248 / (4 / 3))
+    assert estimate_seconds(jobs, Ref(), 1)[0] == pytest.approx(248)
     # 8 workers for 6 trials on 2 cores: all run at once, the longest at 2/7 of a core
-    assert estimate_seconds(jobs, Ref(), 8)[0] == pytest.approx(108 * 3.5 * 1.8)
+    assert estimate_seconds(jobs, Ref(), 8)[0] == pytest.approx(108 * 3.5)
     # at a measured load: an idle machine, and 4 other processes besides the run's 2 on 2 cores
-    assert estimate_seconds(jobs, Ref(), 2, cores=2, load=0.0)[0] == pytest.approx(124 * 1.8)
-    assert estimate_seconds(jobs, Ref(), 2, cores=2, load=4.0)[0] == pytest.approx(248 / (2 / 3) * 1.8)
+    assert estimate_seconds(jobs, Ref(), 2, cores=2, load=0.0)[0] == pytest.approx(124)
+    assert estimate_seconds(jobs, Ref(), 2, cores=2, load=4.0)[0] == pytest.approx(248 / (2 / 3))
+    # 1 job on an idle 2-core machine: a core stays free, and the CPU seconds shrink to 1.4 / 1.8
+    assert estimate_seconds(jobs, Ref(), 1, cores=2, load=0.0)[0] == pytest.approx(248 * 1.4 / CONTENTION)
     assert estimate_seconds(jobs, Ref(), 2, cores=None)[0] == 124.0  # a cluster with a CPU per worker
     assert estimate_seconds([Job("c", "quick", 0, "fp")], Ref(), 1)[0] is None
 
@@ -176,12 +178,13 @@ def test_durations_count_cpu_time_and_a_share_of_wall_time_when_it_is_unknown(tm
         assert st.durations("csnn", "quick") == [60.0]  # no CPU time anywhere: WALL_ONLY_SHARE of the wall time
 
 
-#: runs measured on the project's shared 2-core machine, other test runs beside them: `iclr26 reproduce
-#: crc --scale quick --jobs 2` into an empty store took 454 s with the 1-minute load average at 8.2 on
-#: average (six readings of /proc/loadavg), and 1,087 s at 12.6 (224 readings, every 5 s); the load
-#: includes the run's own 2 workers. The issue's `reproduce cda crc --jobs 2` took 714 s on another
-#: loaded 2-core machine, compared with the nominal estimate (the README's and the report's).
-MEASURED_RUNS = [(["crc"], 454.0, 8.2 - 2), (["crc"], 1087.0, 12.6 - 2), (["cda", "crc"], 714.0, None)]
+#: runs measured on the project's shared 2-core machine, other work beside them: `iclr26 reproduce crc
+#: --scale quick --jobs 2` (the published crc code: 20 seeds, t >= 0) into an empty store took 600 s
+#: with the 1-minute load average at 4.67 on average (120 readings of /proc/loadavg, every 5 s; the load
+#: includes the run's own 2 workers). The issue's `reproduce cda crc --jobs 2` took 714 s on another
+#: loaded 2-core machine, compared with the nominal estimate (the README's and the report's). A
+#: measurement describes the code it timed: when a paper's quick check is reworked, time it again.
+MEASURED_RUNS = [(["crc"], 600.0, 4.67 - 2), (["cda", "crc"], 714.0, None)]
 
 
 @pytest.mark.parametrize("ids, wall, load", MEASURED_RUNS)
@@ -213,9 +216,15 @@ def test_workers_die_with_a_killed_run(tmp_path):
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     parent = psutil.Process(proc.pid)
     deadline = time.time() + 240
+    def cmdline(proc):  # a short-lived child (the resource tracker, a compiler) may be gone or a zombie
+        try:
+            return " ".join(proc.cmdline())
+        except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+            return ""
+
     children = []
     while time.time() < deadline and not children:
-        children = [c for c in parent.children(recursive=True) if "spawn_main" in " ".join(c.cmdline())]
+        children = [c for c in parent.children(recursive=True) if "spawn_main" in cmdline(c)]
         time.sleep(0.2)
     assert children, "no worker started"
     proc.send_signal(signal.SIGKILL)
@@ -471,9 +480,9 @@ def test_report_quick_time_counts_cpu_time_and_two_jobs(tmp_path, monkeypatch):
     with Store(tmp_path / "s.sqlite") as st:
         rec = next(r for r in report.collect(st) if r["id"] == "crc")
     assert rec["runtime_s"] == 390.0 and rec["cpu_s"] is None
-    assert rec["core_s"] == 240.0 and rec["two_jobs_s"] == pytest.approx(264 / (4 / 3) * 1.8)
-    assert report.time_cell(rec).startswith("6 min ")
+    assert rec["core_s"] == 240.0 and rec["two_jobs_s"] == pytest.approx(264 / (4 / 3))
+    assert report.time_cell(rec).startswith("3 min ")
     runs[:] = runs[:1]
     with Store(tmp_path / "s.sqlite") as st:
         rec = next(r for r in report.collect(st) if r["id"] == "crc")
-    assert rec["two_jobs_s"] == pytest.approx(68 * 1.8)  # one trial cannot be split over two jobs
+    assert rec["two_jobs_s"] == pytest.approx(68)  # one trial cannot be split over two jobs

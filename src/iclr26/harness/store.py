@@ -164,7 +164,12 @@ WALL_ONLY_SHARE = 0.15
 #: cores of the machine the expected times are for: the 2-core laptop or CI runner
 CORES = 2
 #: how much a trial's CPU seconds grow when every core is busy (shared caches and memory bandwidth, SMT
-#: siblings): a crc trial used 3.5 CPU-s on an idle core and 10.3-11.6 CPU-s on the full 2-core machine
+#: siblings): a crc trial used 3.5 CPU-s on an idle core and 10.3-11.6 CPU-s on the full 2-core machine.
+#: The stored trials were all measured on a full machine (the project's runs use 2 jobs on 2 cores, most
+#: of them beside other work), so their CPU seconds already carry this growth: a forecast for a machine
+#: whose cores are not all busy scales them down, never up (crc's published trials, timed at a load of
+#: 12-15, used a median 23 CPU-s; the same code used 10-16 CPU-s with 2 jobs on the quiet machine and
+#: 10-23 CPU-s at a load of 4.7)
 CONTENTION = 1.8
 #: the load average besides the run on "a loaded 2-core machine", the one every time in the README and
 #: the report is for: one other busy process
@@ -192,7 +197,8 @@ def wall_seconds(costs: list[float], n_workers: int, cores: int | None = CORES, 
 
     This is the one expected time: the README's, the one ``reproduce`` prints before it starts (and
     its progress bar's first ETA), and the report index's. Each trial also pays :data:`START_S` for its
-    worker, and its CPU seconds grow by up to :data:`CONTENTION` as the cores fill. The machine has
+    worker; its CPU seconds, stored from a full machine, shrink by up to :data:`CONTENTION` when cores
+    are left idle (a run of 1 job on an otherwise idle 2-core machine). The machine has
     ``cores`` and a load average ``load`` besides the run (None: :data:`NOMINAL_LOAD`, the loaded 2-core
     machine); the run's ``r`` workers then get ``cores * r / (load + r)`` cores between them (all ``r``
     when they fit), and the run takes the larger of its total work over that and its longest trial at
@@ -205,7 +211,7 @@ def wall_seconds(costs: list[float], n_workers: int, cores: int | None = CORES, 
     if cores is None:
         return max(sum(each) / r, max(each))
     runnable = max(load if load is not None else NOMINAL_LOAD, 0.0) + r
-    grow = 1.0 + (CONTENTION - 1.0) * min(1.0, runnable / cores)
+    grow = (1.0 + (CONTENTION - 1.0) * min(1.0, runnable / cores)) / CONTENTION
     ours = min(r, cores * r / runnable)  # cores the run's workers get between them
     return grow * max(sum(each) / ours, max(each) * max(1.0, runnable / cores))
 
