@@ -134,8 +134,9 @@ def train_ieae(model: IEAutoencoder, x: torch.Tensor, *, steps: int = 600, batch
         raise ValueError(f"steps must be a positive integer, got {steps!r}")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-    if not (isinstance(lr, float) and math.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr must be a positive float, got {lr!r}")
+    if isinstance(lr, bool) or not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be a positive number, got {lr!r}")
+    lr = float(lr)
     if not torch.isfinite(x).all():
         raise ValueError("x contains NaN or inf")
     gen = torch.Generator().manual_seed(seed)

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-ESTIMATORS = ("tukey", "huber", "median", "mean")
+ESTIMATORS = ("tukey", "huber", "median", "mean", "trimmed")
 TWO_PI = 2 * math.pi
 
 
@@ -56,6 +56,8 @@ def rotate(x: torch.Tensor, theta: torch.Tensor | float) -> torch.Tensor:
     if x.dim() != 4 or x.shape[-1] != x.shape[-2]:
         raise ValueError(f"x must be (B, C, H, W) with H == W, got {tuple(x.shape)}")
     theta = torch.as_tensor(theta, dtype=x.dtype, device=x.device)
+    if not torch.isfinite(theta).all():
+        raise ValueError("theta contains NaN or inf")
     if theta.dim() == 0:
         theta = theta.expand(x.shape[0])
     if theta.shape != (x.shape[0],):
@@ -83,14 +85,27 @@ def _loss_and_weight(d: torch.Tensor, estimator: str, c: float):
     raise ValueError(f"estimator must be one of {ESTIMATORS}, got {estimator!r}")
 
 
+def _trim_keep(d: torch.Tensor, w: torch.Tensor, trim: float) -> torch.Tensor:
+    """0/1 mask over the last axis: the points nearest to the candidate whose weight makes up the
+    ``1 - trim`` share of the row's total weight (the point that crosses the share is kept)."""
+    order = d.argsort(-1)
+    ws = torch.gather(w.expand_as(d), -1, order)
+    before = ws.cumsum(-1) - ws                                   # weight strictly nearer
+    keep_sorted = (before < (1 - trim) * ws.sum(-1, keepdim=True) - 1e-12).to(d.dtype)
+    return torch.zeros_like(d).scatter(-1, order, keep_sorted)
+
+
 def robust_frechet_mean(theta: torch.Tensor, estimator: str = "tukey", c: float = math.pi / 2,
-                        weights: torch.Tensor | None = None, iters: int = 30) -> torch.Tensor:
+                        weights: torch.Tensor | None = None, iters: int = 30, trim: float = 0.2) -> torch.Tensor:
     """Robust Frechet mean on SO(2) of each row of ``theta`` (``(..., n)`` radians): the angle
     ``mu`` minimising ``sum_j w_j rho_c(|wrap(theta_j - mu)|)``; returns ``(...)`` in ``[-pi, pi)``.
 
-    ``estimator``: ``"tukey"`` (biweight, default), ``"huber"``, ``"median"`` (``rho = d``) or
-    ``"mean"`` (``rho = d^2``, the Frechet mean). ``c`` is the scale of Huber and Tukey in
-    radians. ``weights`` (``(..., n)``, non-negative, a positive sum per row) weight the points;
+    ``estimator``: ``"tukey"`` (biweight, default), ``"huber"``, ``"median"`` (``rho = d``),
+    ``"mean"`` (``rho = d^2``, the Frechet mean) or ``"trimmed"`` (``rho = d^2`` summed over the
+    points nearest to ``mu`` that hold the ``1 - trim`` share of the weight: a trimmed Frechet
+    mean, minimised by concentration steps, each the weighted tangent mean of the kept points,
+    which never raise the objective). ``c`` is the scale of Huber and Tukey in radians; ``trim``
+    in ``[0, 0.5)`` the trimmed share. ``weights`` (``(..., n)``, non-negative, a positive sum per row) weight the points;
     zero weights drop them. The objective is non-convex on the circle, so it is minimised from
     every data point as a start (iteratively re-weighted tangent-space means, ``iters`` steps)
     and the start with the lowest objective wins; the median's minimum lies at a data point
@@ -103,6 +118,8 @@ def robust_frechet_mean(theta: torch.Tensor, estimator: str = "tukey", c: float 
         raise ValueError(f"c must be a scale in (0, pi] radians, got {c!r}")
     if not isinstance(iters, int) or iters < 1:
         raise ValueError(f"iters must be a positive integer, got {iters!r}")
+    if not (isinstance(trim, (int, float)) and math.isfinite(trim) and 0 <= trim < 0.5):
+        raise ValueError(f"trim must be a share in [0, 0.5), got {trim!r}")
     if weights is None:
         weights = torch.ones_like(theta)
     else:
@@ -119,12 +136,17 @@ def robust_frechet_mean(theta: torch.Tensor, estimator: str = "tukey", c: float 
         d = wrap_angle(theta.unsqueeze(-2) - m.unsqueeze(-1)).abs()  # (..., starts, n)
         if estimator == "median":
             return (w * d).sum(-1)
+        if estimator == "trimmed":
+            return (w * _trim_keep(d, w, trim) * d ** 2).sum(-1)
         return (w * _loss_and_weight(d, estimator, c)[0]).sum(-1)
 
     if estimator != "median":
         for _ in range(iters):
             r = wrap_angle(theta.unsqueeze(-2) - mu.unsqueeze(-1))   # tangent vectors at mu
-            iw = w * _loss_and_weight(r.abs(), estimator, c)[1]
+            if estimator == "trimmed":
+                iw = w * _trim_keep(r.abs(), w, trim)
+            else:
+                iw = w * _loss_and_weight(r.abs(), estimator, c)[1]
             tot = iw.sum(-1)
             step = (iw * r).sum(-1) / tot.clamp_min(1e-12)
             mu = wrap_angle(mu + torch.where(tot > 0, step, torch.zeros_like(step)))
@@ -144,13 +166,14 @@ class RECON(nn.Module):
     scale decides the neighbours). ``exclude_self=True`` (for queries that are the reference set itself) drops each
     query's own entry (its nearest point at distance 0).
 
+    ``estimator``, ``c``, ``iters`` and ``trim`` are passed to :func:`robust_frechet_mean`.
     Defaults: ``k = 25`` neighbours (the planning notes' reading of the paper; not verified in its
     text), Tukey's biweight with ``c = pi / 2`` (this library's choice: the scale that separates
     two antipodal orientations, see the module docstring).
     """
 
     def __init__(self, k: int = 25, estimator: str = "tukey", c: float = math.pi / 2, iters: int = 30,
-                 standardize: bool = True, chunk: int = 1024):
+                 standardize: bool = True, chunk: int = 1024, trim: float = 0.2):
         super().__init__()
         if not isinstance(k, int) or isinstance(k, bool) or k < 1:
             raise ValueError(f"k must be a positive integer, got {k!r}")
@@ -160,6 +183,9 @@ class RECON(nn.Module):
             raise ValueError(f"c must be a scale in (0, pi] radians, got {c!r}")
         if not isinstance(chunk, int) or chunk < 1:
             raise ValueError(f"chunk must be a positive integer, got {chunk!r}")
+        if not (isinstance(trim, (int, float)) and math.isfinite(trim) and 0 <= trim < 0.5):
+            raise ValueError(f"trim must be a share in [0, 0.5), got {trim!r}")
+        self.trim = float(trim)
         self.k, self.estimator, self.c, self.iters, self.chunk = k, estimator, float(c), iters, chunk
         self.standardize = bool(standardize)
         self.register_buffer("z_ref", torch.empty(0, 0))
@@ -185,7 +211,8 @@ class RECON(nn.Module):
         if self.standardize:
             self.z_mean, self.z_scale = z.mean(0), z.std(0, unbiased=False).clamp_min(1e-12)
         else:
-            self.z_mean, self.z_scale = torch.zeros(z.shape[1], dtype=z.dtype), torch.ones(z.shape[1], dtype=z.dtype)
+            self.z_mean = torch.zeros(z.shape[1], dtype=z.dtype, device=z.device)
+            self.z_scale = torch.ones(z.shape[1], dtype=z.dtype, device=z.device)
         self.z_ref = (z - self.z_mean) / self.z_scale
         self.g_ref = wrap_angle(g_hat.detach().clone())
         return self
@@ -222,7 +249,7 @@ class RECON(nn.Module):
     def neighbourhood_mean(self, z: torch.Tensor, exclude_self: bool = False) -> torch.Tensor:
         """``m`` per query: the robust Frechet mean of its neighbours' poses."""
         idx = self.neighbours(z, exclude_self)
-        return robust_frechet_mean(self.g_ref[idx], self.estimator, self.c, iters=self.iters)
+        return robust_frechet_mean(self.g_ref[idx], self.estimator, self.c, iters=self.iters, trim=self.trim)
 
     def forward(self, z: torch.Tensor, g_hat: torch.Tensor, exclude_self: bool = False) -> torch.Tensor:
         """Natural poses ``g_nat = g_hat * m^{-1}`` (radians in ``[-pi, pi)``)."""
@@ -234,14 +261,32 @@ class RECON(nn.Module):
 
 
 def class_frechet_means(g_hat: torch.Tensor, labels: torch.Tensor, estimator: str = "tukey",
-                        c: float = math.pi / 2, iters: int = 30) -> dict[int, float]:
+                        c: float = math.pi / 2, iters: int = 30, trim: float = 0.2) -> dict[int, float]:
     """Per-label robust Frechet mean of poses: the label-supervised correction
-    ``g_sup = g_hat * m_y^{-1}`` that RECON's neighbourhoods replace (an upper reference)."""
+    ``g_sup = g_hat * m_y^{-1}`` with one mean per class (it cannot follow a canonical that varies
+    within a class; :func:`class_restricted_recon` is the neighbourhood version)."""
     _check_finite("g_hat", g_hat)
     if labels.shape != g_hat.shape:
         raise ValueError(f"labels must have g_hat's shape {tuple(g_hat.shape)}, got {tuple(labels.shape)}")
-    return {int(y): float(robust_frechet_mean(g_hat[labels == y], estimator, c, iters=iters))
+    return {int(y): float(robust_frechet_mean(g_hat[labels == y], estimator, c, iters=iters, trim=trim))
             for y in torch.unique(labels)}
+
+
+def class_restricted_recon(z_ref: torch.Tensor, g_ref: torch.Tensor, y_ref, z: torch.Tensor, g: torch.Tensor, y,
+                           **recon_kwargs) -> torch.Tensor:
+    """Label-supervised RECON: natural poses of the queries ``(z, g)`` with each query's neighbours
+    searched only among the reference points of its own label (``y_ref``, ``y``: integer labels);
+    ``recon_kwargs`` go to :class:`RECON`. Every query label must have at least ``k`` references."""
+    y_ref, y = torch.as_tensor(y_ref), torch.as_tensor(y)
+    if y_ref.shape != g_ref.shape or y.shape != g.shape:
+        raise ValueError("y_ref and y must have the shapes of g_ref and g")
+    out = torch.empty_like(g)
+    for c in torch.unique(y):
+        q, r = y == c, y_ref == c
+        if not r.any():
+            raise ValueError(f"label {int(c)} has no reference points")
+        out[q] = RECON(**recon_kwargs).fit(z_ref[r], g_ref[r])(z[q], g[q]).to(g.dtype)
+    return out
 
 
 class TestTimeCanonicalizer(nn.Module):
