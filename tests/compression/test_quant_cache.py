@@ -475,6 +475,23 @@ def test_random_and_uniform_selection():
                  (uniform_timestep_select, (t, 0))):
         with pytest.raises(ValueError, match=r"^n_select must be in 1\.\.\d+, got \d+$"):
             f(*a)
+    with pytest.raises(ValueError, match="t must be finite"):
+        uniform_timestep_select([0.0, 0.0, 1.0, np.nan, np.nan], 3)
+    with pytest.raises(ValueError, match="t must be finite"):
+        uniform_timestep_select([0.0, np.inf, 1.0], 2)
+
+
+@torch.no_grad()
+def test_variance_compensation_history_is_bounded(dit):
+    vc = VarianceCompensation(dit, [0.0, 1.0], [1.0, 2.0], history_size=3)
+    x, t, y = _inputs(4)
+    for _ in range(5):
+        vc(x, torch.full((4,), 0.5), y)
+    assert len(vc.history) == 3 and list(vc.history) == [(0.5, 1.5)] * 3
+    assert len(VarianceCompensation(dit, [0.0], [1.0], history_size=0).history) == 0
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="history_size must be an integer >= 0"):
+            VarianceCompensation(dit, [0.0], [1.0], history_size=bad)
 
 
 @torch.no_grad()
@@ -533,8 +550,11 @@ def test_compensation_factors_reference_values():
     assert t.tolist() == [0.0, 0.5, 1.0] and rho == pytest.approx([1.0, math.sqrt(2), 2.0])
     t, rho = compensation_factors(([0.25, 0.75], [3.0, 3.0]), ([0.0, 1.0], [1.0, 3.0]))
     assert rho == pytest.approx([math.sqrt(3 / 1.5), math.sqrt(3 / 2.5)])                 # observed interpolated at t
-    t, rho = compensation_factors(([0.5], [2.0]), ([0.9], [8.0]))             # constant beyond the ends
+    with pytest.warns(UserWarning, match="outside the observed range"):
+        t, rho = compensation_factors(([0.5], [2.0]), ([0.9], [8.0]))         # constant beyond the ends
     assert rho == pytest.approx([0.5])
+    with pytest.raises(ValueError, match="outside the observed range"):
+        compensation_factors(([0.5], [2.0]), ([0.9], [8.0]), strict=True)
 
 
 @pytest.mark.parametrize("ref,obs,match", [
@@ -567,7 +587,7 @@ def test_variance_compensation_scales_per_timestep(dit):
     assert torch.allclose(out.mean((1, 2, 3)), raw.mean((1, 2, 3)), atol=1e-6)        # mean kept
     ratio = out.reshape(10, -1).std(1) / raw.reshape(10, -1).std(1)
     assert torch.allclose(ratio, torch.tensor([1.5] * 4 + [2.5] * 6), atol=1e-5)       # std scaled
-    assert vc.history == [(0.25, 1.5), (0.75, 2.5)] and vc.n_classes == 10 and vc.center
+    assert list(vc.history) == [(0.25, 1.5), (0.75, 2.5)] and vc.n_classes == 10 and vc.center
     plain = VarianceCompensation(dit, [0.0, 1.0], [1.0, 3.0], center=False)(x, t, y)
     assert torch.allclose(plain[:4], 1.5 * raw[:4], atol=1e-6)
 

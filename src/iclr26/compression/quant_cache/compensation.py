@@ -18,6 +18,9 @@ read; this reading is listed in the README.
 """
 from __future__ import annotations
 
+import warnings
+from collections import deque
+
 import numpy as np
 import torch
 from torch import nn
@@ -55,10 +58,12 @@ class PredictionVarianceRecorder(nn.Module):
         return ts, np.array([self._sum[k] / self._n[k] for k in ts])
 
 
-def compensation_factors(reference, observed):
+def compensation_factors(reference, observed, strict: bool = False):
     """``(t, rho_t)`` with ``rho_t = sqrt(Var_ref(t) / Var_obs(t))`` on the reference's timesteps;
     ``reference`` and ``observed`` are ``(t, var)`` pairs (:meth:`PredictionVarianceRecorder.reference`),
-    the observed table interpolated linearly in ``t``."""
+    the observed table interpolated linearly in ``t``. Reference timesteps outside the observed
+    range get the observed table's end value (a constant extrapolation): this warns
+    (``UserWarning``), and ``strict=True`` refuses it (``ValueError``)."""
     rt, rv = (np.asarray(a, float).reshape(-1) for a in reference)
     ot, ov = (np.asarray(a, float).reshape(-1) for a in observed)
     for name, (t, v) in (("reference", (rt, rv)), ("observed", (ot, ov))):
@@ -70,6 +75,13 @@ def compensation_factors(reference, observed):
             raise ValueError(f"{name} variances must be finite and > 0")
         if np.any(np.diff(t) <= 0):
             raise ValueError(f"{name} t must be strictly increasing")
+    outside = (rt < ot[0]) | (rt > ot[-1])
+    if np.any(outside):
+        msg = (f"{int(outside.sum())} reference timesteps lie outside the observed range "
+               f"[{ot[0]:g}, {ot[-1]:g}]; the observed variance is extrapolated as a constant there")
+        if strict:
+            raise ValueError(msg)
+        warnings.warn(msg, UserWarning, stacklevel=2)
     return rt, np.sqrt(rv / np.interp(rt, ot, ov))
 
 
@@ -77,11 +89,11 @@ class VarianceCompensation(nn.Module):
     """Wraps an (accelerated) noise-prediction model: ``forward(x, t, y)`` returns, per sample,
     ``mu + rho_t (f - mu)`` (Eq. 9) with ``f = model(x, t, y)`` and ``mu`` the sample's mean over its
     elements (``center=False``: ``rho_t f``, the plain rescaling). The factor table ``(t, rho)`` is
-    interpolated linearly in ``t`` (constant beyond its ends); the factors used are kept in
-    ``history`` as ``(t, rho)``.
+    interpolated linearly in ``t`` (constant beyond its ends); the last ``history_size`` factors
+    used are kept in ``history`` (a bounded deque of ``(t, rho)``).
     """
 
-    def __init__(self, model: nn.Module, t, rho, center: bool = True):
+    def __init__(self, model: nn.Module, t, rho, center: bool = True, history_size: int = 10_000):
         super().__init__()
         t = np.asarray(t, float).reshape(-1)
         rho = np.asarray(rho, float).reshape(-1)
@@ -96,7 +108,9 @@ class VarianceCompensation(nn.Module):
         self.model = model
         self.n_classes = model.n_classes
         self.t, self.rho, self.center = t, rho, bool(center)
-        self.history: list[tuple[float, float]] = []
+        if isinstance(history_size, bool) or not isinstance(history_size, int) or history_size < 0:
+            raise ValueError(f"history_size must be an integer >= 0, got {history_size!r}")
+        self.history: deque[tuple[float, float]] = deque(maxlen=history_size)
 
     def factor(self, t: float) -> float:
         """``rho_t``, interpolated."""

@@ -12,13 +12,30 @@ deterministic DDIM from the same noises, and two metrics are recorded per arm:
   the same noise (paired per image; shown for reference, exploratory).
 
 Arms: ``fp`` (full precision, no cache), ``cache`` (FORA, recompute every ``interval`` steps),
-``quant`` (PTQ alone, calibrated on uncached full-precision trajectories with the same number of
-inputs from every step: the PTQ4DiT / Q-Diffusion calibration), ``quant_cache`` (the naive
-combination: the same calibration rule on the cached trajectories, no VC), ``kmeans_cache``
-(calibration by plain k-means on the features, the paper's Table 5 control), ``tap_cache`` (TAP),
-``vc_cache`` (the naive combination + VC) and ``tapvc_cache`` (Q&C: TAP + VC). ``additive`` is the
-additive prediction for the combination: ``FD_quant + FD_cache - FD_fp`` (and ``MSE_quant +
-MSE_cache`` for the paired error), the comparator of the super-additivity claims.
+``cache_vc`` (FP + FORA + VC, factors from the cached FP model: VC as a repair of the cache alone),
+``fp_vc`` (the control: the FP, cache-free model rescaled with ``cache_vc``'s factors; if it beats
+``fp``, the metric rewards the rescaling itself), ``quant`` (PTQ alone, calibrated on uncached
+full-precision trajectories with the same number of inputs from every step: the PTQ4DiT /
+Q-Diffusion calibration), ``ptq_then_cache`` (that same PTQ model, then cached: calibration that
+never saw the cache), ``quant_cache`` (the naive combination: the step-uniform rule on the cached
+trajectories, no VC), ``random_cache`` (calibration drawn uniformly from the cached pool),
+``kmeans_cache`` (plain k-means on the features, the paper's Table 5 control), ``tap_cache``
+(TAP), ``vc_cache`` (the naive combination + VC) and ``tapvc_cache`` (Q&C: TAP + VC). The TAP,
+k-means and random arms are run at W4A8 only (at W8A8 PTQ alone is almost lossless on this toy,
+so a calibration set has nothing to fix). ``additive`` is the additive prediction for the
+combination: ``FD_quant + FD_cache - FD_fp`` (and ``MSE_quant + MSE_cache`` for the paired error).
+
+Derived per-seed metrics (one value per seed, tested against constants):
+
+* ``gap_<bits>``: the fraction of the naive-to-FP gap an arm recovers,
+  ``(FD_naive - FD_arm) / (FD_naive - FD_fp)`` in plain FD (the shared finite-sample floor of the
+  FD cancels in the differences), the units in which the paper's Table 4 is restated (TAP + VC
+  97.5 %, TAP 63 %, VC 48 %); ``interaction`` is ``(FD_naive - FD_additive) / (FD_naive - FD_fp)``;
+  ``cache_vc`` under ``gap_cache`` is ``(FD_cache - FD_cache_vc) / (FD_cache - FD_fp)``;
+* ``excess_<bits>``: log-FD differences that the premises test against a minimum effect:
+  ``naive_vs_fp`` (the combination degrades), ``quant_vs_fp`` (quantisation alone degrades),
+  ``cachecal_vs_uncal`` (``quant_cache`` minus ``ptq_then_cache``: calibrating on the cached
+  trajectories hurts).
 
 Calibration candidates are the inputs of the (cached, or for ``quant`` uncached) full-precision
 sampler along ``n_cal_traj`` calibration trajectories (their own noises, never the evaluation
@@ -39,20 +56,21 @@ from .cache import CachedDiT
 from .compensation import PredictionVarianceRecorder, VarianceCompensation, compensation_factors
 from .cost import dit_cost
 from .quantizer import calibrate, quantize_model
-from .tap import InputRecorder, activation_features, kmeans_select, tap_select, uniform_timestep_select
+from .tap import (InputRecorder, activation_features, kmeans_select, random_select, tap_select,
+                  uniform_timestep_select)
 
 SCALES = {
     "smoke": dict(width=32, depth=2, train_steps=10, batch=32, steps=6, interval=3, n_cal_traj=4,
                   n_cal=8, n_eval=20, bits=((8, 8), (4, 8)), clf_epochs=1),
     "quick": dict(width=64, depth=3, train_steps=700, batch=64, steps=50, interval=3, n_cal_traj=20,
-                  n_cal=32, n_eval=400, bits=((8, 8), (4, 8)), clf_epochs=30),
+                  n_cal=256, n_eval=400, bits=((8, 8), (4, 8)), clf_epochs=30),
     # the paper: DiT-XL/2 on ImageNet 256 (and 512), 250 DDPM steps (also 100 / 50), FORA N = 3,
     # W8A8 and W4A8, 800 calibration inputs (TAP: 100 clusters), 10k samples for FID; not runnable here
     "paper": dict(width=1152, depth=28, train_steps=7_000_000, batch=256, steps=250, interval=3,
                   n_cal_traj=256, n_cal=800, n_eval=10_000, bits=((8, 8), (4, 8)),
                   clf_epochs=60),
 }
-SEEDS = {"smoke": 1, "quick": 6, "paper": 5}
+SEEDS = {"smoke": 1, "quick": 5, "paper": 5}
 
 
 def _tag(wb, ab):
@@ -100,6 +118,7 @@ def run(scale: str, seed: int) -> dict:
         "uniform": uniform_timestep_select(pt.numpy(), cfg["n_cal"], seed),
         "kmeans": kmeans_select(feats, cfg["n_cal"], seed=seed),
         "tap": tap_select(feats, step_index, cfg["n_cal"], seed=seed),
+        "random": random_select(len(pt), cfg["n_cal"], seed=seed),
     }
     sel_fp = uniform_timestep_select(ut.numpy(), cfg["n_cal"], seed)
 
@@ -111,30 +130,50 @@ def run(scale: str, seed: int) -> dict:
     def mse(x):
         return ((x - x_fp) ** 2).reshape(len(x), -1).mean(1).numpy()
 
-    per = {"cache": mse(x_cache)}
-    samples = {"fp": x_fp, "cache": x_cache}
     rhos = {}
+
+    def factors(model, key):
+        obs = PredictionVarianceRecorder(model)
+        if isinstance(model, CachedDiT):
+            model.reset()
+        D.sample(obs, y_cal, shape, "eps", steps=steps, eta=0.0, clip_x0=1.0, noise=z_cal)
+        t_rho, rho = compensation_factors((ref_t, ref_var), obs.reference())
+        rhos[key] = rho.tolist()
+        return t_rho, rho
+
+    def draw_vc(model, t_rho, rho):
+        if isinstance(model, CachedDiT):
+            model.reset()
+        return D.sample(VarianceCompensation(model, t_rho, rho), y_ev, shape, "eps", steps=steps, eta=0.0,
+                        clip_x0=1.0, noise=z_ev)
+
+    f_cache = factors(CachedDiT(fp, N), "cache")
+    x_cache_vc = draw_vc(CachedDiT(fp, N), *f_cache)
+    x_fp_vc = draw_vc(fp, *f_cache)                     # control: the cache's rescaling on the FP model
+    per = {"cache": mse(x_cache), "cache_vc": mse(x_cache_vc), "fp_vc": mse(x_fp_vc)}
+    samples = {"fp": x_fp, "cache": x_cache, "cache_vc": x_cache_vc, "fp_vc": x_fp_vc}
     cost = {"fp32": dit_cost(config, steps + 1), "cache": dit_cost(config, steps + 1, N)}
+    selection_arms = ("tap", "kmeans", "random")        # W4A8 only: where PTQ has something to fix
     for wb, ab in cfg["bits"]:
         tag = _tag(wb, ab)
-        q = {name: calibrate(quantize_model(fp, wb, ab), px[idx], pt[idx], py[idx]) for name, idx in sel.items()}
+        names = ["uniform", "tap"] + ([n for n in selection_arms if n != "tap"] if (wb, ab) == (4, 8) else [])
+        q = {name: calibrate(quantize_model(fp, wb, ab), px[sel[name]], pt[sel[name]], py[sel[name]])
+             for name in names}
         q_alone = calibrate(quantize_model(fp, wb, ab), ux[sel_fp], ut[sel_fp], uy[sel_fp])
 
         def compensated(name):
-            obs = PredictionVarianceRecorder(CachedDiT(q[name], N))
-            D.sample(obs, y_cal, shape, "eps", steps=steps, eta=0.0, clip_x0=1.0, noise=z_cal)
-            t_rho, rho = compensation_factors((ref_t, ref_var), obs.reference())
-            rhos[f"{name}_{tag}"] = rho.tolist()
+            t_rho, rho = factors(CachedDiT(q[name], N), f"{name}_{tag}")
             return VarianceCompensation(CachedDiT(q[name], N), t_rho, rho)
 
         arms = {
             "quant": q_alone,
+            "ptq_then_cache": CachedDiT(q_alone, N),
             "quant_cache": CachedDiT(q["uniform"], N),
-            "kmeans_cache": CachedDiT(q["kmeans"], N),
-            "tap_cache": CachedDiT(q["tap"], N),
             "vc_cache": compensated("uniform"),
             "tapvc_cache": compensated("tap"),
         }
+        if (wb, ab) == (4, 8):
+            arms.update({f"{n}_cache": CachedDiT(q[n], N) for n in selection_arms})
         for arm, model in arms.items():
             inner = model.model if isinstance(model, VarianceCompensation) else model
             if isinstance(inner, CachedDiT):
@@ -152,20 +191,36 @@ def run(scale: str, seed: int) -> dict:
     fd = {k: D.frechet_distance(f_te, clf.features(v.clamp(-1, 1).reshape(len(v), -1))) for k, v in samples.items()}
 
     # ---- metrics
-    arm_names = ("quant", "quant_cache", "kmeans_cache", "tap_cache", "vc_cache", "tapvc_cache")
     metrics = {}
     for wb, ab in cfg["bits"]:
         tag = _tag(wb, ab)
-        m = {"fp": float(np.log(fd["fp"])), "cache": float(np.log(fd["cache"]))}
+        arm_names = sorted(k[: -len(tag) - 1] for k in samples if k.endswith("_" + tag))
+        m = {k: float(np.log(fd[k])) for k in ("fp", "cache", "cache_vc", "fp_vc")}
         for arm in arm_names:
             m[arm] = float(np.log(fd[f"{arm}_{tag}"]))
-        m["additive"] = float(np.log(max(fd[f"quant_{tag}"] + fd["cache"] - fd["fp"], 1e-6)))
+        fd_add = max(fd[f"quant_{tag}"] + fd["cache"] - fd["fp"], 1e-6)
+        m["additive"] = float(np.log(fd_add))
         metrics[f"log_fd_{tag}"] = m
-        e = {"cache": float(np.log(per["cache"].mean()))}
+        naive = fd[f"quant_cache_{tag}"]
+        gap = naive - fd["fp"]
+        gap = gap if abs(gap) > 1e-9 else 1e-9
+        g = {arm: float((naive - fd[f"{arm}_{tag}"]) / gap) for arm in arm_names
+             if arm not in ("quant", "quant_cache")}
+        g["interaction"] = float((naive - fd_add) / gap)
+        metrics[f"gap_{tag}"] = g
+        metrics[f"excess_{tag}"] = {
+            "naive_vs_fp": m["quant_cache"] - m["fp"],
+            "quant_vs_fp": m["quant"] - m["fp"],
+            "cachecal_vs_uncal": m["quant_cache"] - m["ptq_then_cache"],
+        }
+        e = {k: float(np.log(per[k].mean())) for k in ("cache", "cache_vc", "fp_vc")}
         for arm in arm_names:
             e[arm] = float(np.log(per[f"{arm}_{tag}"].mean()))
         e["additive"] = float(np.log(per[f"quant_{tag}"].mean() + per["cache"].mean()))
         metrics[f"log_mse_{tag}"] = e
+    cgap = fd["cache"] - fd["fp"]
+    metrics["gap_cache"] = {"cache_vc": float((fd["cache"] - fd["cache_vc"]) / (cgap if abs(cgap) > 1e-9 else 1e-9))}
+    metrics["excess_cache"] = {"cache_vs_fp": float(np.log(fd["cache"]) - np.log(fd["fp"]))}
     # trivial level of the paired error: FP samples of the same labels from other noises
     unrelated = float(np.log(((x_fp - torch.roll(x_fp, 10, 0)) ** 2).mean().numpy()))
     return {

@@ -14,8 +14,12 @@ clusters:
    (left singular) vectors embed every candidate, and k-means on the rows clusters them
    (Algorithm 1, lines 10-13);
 3. the ``m`` clusterings are aggregated (line 14; here: k-means on the concatenated embeddings)
-   and the calibration set is drawn evenly from the ``k`` clusters, at random within each (the
-   paper: 100 clusters, 3-10 samples each, 800 in all).
+   and the calibration set is drawn from the ``k`` clusters. The paper's text gives 100 clusters
+   and 800 samples in all, with 3-10 samples per cluster, without the rule that sets the count
+   per cluster; this module reads it as an even draw (``n_select / k`` from every cluster, the
+   mean of the paper's numbers), at random within each cluster. That is a reading, not the
+   paper's stated rule: a draw proportional to cluster size between 3 and 10 would fit the text
+   as well (listed in the README).
 
 Readings where the paper is silent are listed in the README (negative cosines clipped to 0,
 the aggregation rule, the feature vectors, timestamps as sampler step indices). Baselines:
@@ -209,6 +213,8 @@ def uniform_timestep_select(t, n_select: int, seed: int = 0) -> np.ndarray:
     ``n_select`` is not a multiple of the step count, the extra candidates go to evenly spaced
     steps over the whole trajectory (so fewer picks than steps still span it)."""
     t = np.asarray(t, float).reshape(-1)
+    if not np.all(np.isfinite(t)):
+        raise ValueError("t must be finite (got NaN or inf)")
     if not 1 <= n_select <= len(t):
         raise ValueError(f"n_select must be in 1..{len(t)}, got {n_select}")
     rng = np.random.default_rng(seed)
