@@ -144,7 +144,7 @@ def test_recon_rejections():
     with pytest.raises(ValueError, match="k"):
         RECON(k=0)
     with pytest.raises(ValueError, match="estimator"):
-        RECON(estimator="trimmed")
+        RECON(estimator="winsorized")
     with pytest.raises(ValueError, match="c must"):
         RECON(c=-1.0)
     r = RECON(k=3)
