@@ -759,3 +759,13 @@ def test_quant_attention_without_bias():
     u = torch.randn(2, 5, 8)
     assert qa.in_proj.bias is None and qa.out_proj.bias is None
     assert torch.allclose(qa(u)[0], mha(u, u, u, need_weights=False)[0], atol=1e-6)
+
+
+def test_gap_fraction_denominator_is_floored_at_the_minimum_degradation():
+    """A seed whose naive-to-FP gap is below the premises' 3 % (or negative) is not divided by ~0."""
+    import numpy as np
+    from iclr26.compression.quant_cache.experiment import MIN_GAP_LOG, _gap_floor
+
+    assert MIN_GAP_LOG == 0.03
+    assert _gap_floor(5.0) == pytest.approx(5.0 * (np.exp(0.03) - 1.0))
+    assert np.log(5.0 + _gap_floor(5.0)) - np.log(5.0) == pytest.approx(0.03)

@@ -31,7 +31,10 @@ Derived per-seed metrics (one value per seed, tested against constants):
   ``(FD_naive - FD_arm) / (FD_naive - FD_fp)`` in plain FD (the shared finite-sample floor of the
   FD cancels in the differences), the units in which the paper's Table 4 is restated (TAP + VC
   97.5 %, TAP 63 %, VC 48 %); ``interaction`` is ``(FD_naive - FD_additive) / (FD_naive - FD_fp)``;
-  ``cache_vc`` under ``gap_cache`` is ``(FD_cache - FD_cache_vc) / (FD_cache - FD_fp)``;
+  ``cache_vc`` under ``gap_cache`` is ``(FD_cache - FD_cache_vc) / (FD_cache - FD_fp)``. The
+  denominator is floored at :data:`MIN_GAP_LOG` (the premises' minimum degradation, 3 % of FD_fp):
+  on a seed whose own gap is smaller (or negative) there is less than what counts to recover, and an
+  unfloored fraction divides by about zero and flips sign;
 * ``excess_<bits>``: log-FD differences that the premises test against a minimum effect:
   ``naive_vs_fp`` (the combination degrades), ``quant_vs_fp`` (quantisation alone degrades),
   ``cachecal_vs_uncal`` (``quant_cache`` minus ``ptq_then_cache``: calibrating on the cached
@@ -75,6 +78,17 @@ SEEDS = {"smoke": 1, "quick": 5, "paper": 5}
 
 def _tag(wb, ab):
     return f"w{wb}a{ab}"
+
+
+
+#: the smallest degradation that counts, in log FD (the premises' minimum effect, 3 %): the
+#: denominator of every gap fraction is at least this share of FD_fp
+MIN_GAP_LOG = 0.03
+
+
+def _gap_floor(fd_fp: float) -> float:
+    """The smallest naive-to-FP gap a fraction is taken over: ``FD_fp (e^MIN_GAP_LOG - 1)``."""
+    return float(fd_fp * np.expm1(MIN_GAP_LOG))
 
 
 def run(scale: str, seed: int) -> dict:
@@ -202,8 +216,7 @@ def run(scale: str, seed: int) -> dict:
         m["additive"] = float(np.log(fd_add))
         metrics[f"log_fd_{tag}"] = m
         naive = fd[f"quant_cache_{tag}"]
-        gap = naive - fd["fp"]
-        gap = gap if abs(gap) > 1e-9 else 1e-9
+        gap = max(naive - fd["fp"], _gap_floor(fd["fp"]))
         g = {arm: float((naive - fd[f"{arm}_{tag}"]) / gap) for arm in arm_names
              if arm not in ("quant", "quant_cache")}
         g["interaction"] = float((naive - fd_add) / gap)
@@ -218,8 +231,8 @@ def run(scale: str, seed: int) -> dict:
             e[arm] = float(np.log(per[f"{arm}_{tag}"].mean()))
         e["additive"] = float(np.log(per[f"quant_{tag}"].mean() + per["cache"].mean()))
         metrics[f"log_mse_{tag}"] = e
-    cgap = fd["cache"] - fd["fp"]
-    metrics["gap_cache"] = {"cache_vc": float((fd["cache"] - fd["cache_vc"]) / (cgap if abs(cgap) > 1e-9 else 1e-9))}
+    cgap = max(fd["cache"] - fd["fp"], _gap_floor(fd["fp"]))
+    metrics["gap_cache"] = {"cache_vc": float((fd["cache"] - fd["cache_vc"]) / cgap)}
     metrics["excess_cache"] = {"cache_vs_fp": float(np.log(fd["cache"]) - np.log(fd["fp"]))}
     # trivial level of the paired error: FP samples of the same labels from other noises
     unrelated = float(np.log(((x_fp - torch.roll(x_fp, 10, 0)) ** 2).mean().numpy()))
