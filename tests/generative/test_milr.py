@@ -6,42 +6,59 @@ import torch
 
 from iclr26.generative.milr import (LatentReasoner, SceneSpec, TinyUnifiedTransformer, best_of_n, check_scenes,
                                     n_optimised, prefix_log_prob, reinforce_step, scene_reward, train_scene_model)
-from iclr26.generative.milr.scenes import (MAX_COUNT, all_prompts, object_token, relation_holds, relation_matrix,
-                                           sample_layouts)
+from iclr26.generative.milr.reasoner import DECODINGS, OPTIMIZERS, RowAdam, check_rewards
+from iclr26.generative.milr.scenes import (MAX_COUNT, DetectorCritic, all_prompts, object_token, relation_holds,
+                                           relation_matrix, sample_layouts)
 
 SPEC = SceneSpec(4)
 
 
 class ToyModel:
-    """A unified model with a known structure: the latent of every token is a fixed vector; the
-    text/image heads are linear maps; tokens after a prefix repeat the prefix's first token (or
-    are sampled from the head at the base latent when there is no prefix)."""
+    """A unified model with a known structure: the latent of every token is a fixed vector (plus an
+    optional per-prompt offset); the text/image heads are linear maps; tokens after a prefix repeat
+    the prefix's first token (or are sampled from the head at the base latent, or its argmax for
+    greedy text, when there is no prefix)."""
 
-    def __init__(self, n_text=5, n_image=50, d=4, vocab=4, seed=0, z0=(3.0, 0.5, 0.0, -0.5)):
+    def __init__(self, n_text=5, n_image=50, d=4, vocab=4, seed=0, z0=(3.0, 0.5, 0.0, -0.5), offsets=None):
         g = torch.Generator().manual_seed(seed)
         self.n_text, self.n_image, self.d = n_text, n_image, d
         self.Wt = torch.eye(vocab, d) * 2.0 + 0.3 * torch.randn(vocab, d, generator=g)
         self.Wv = torch.eye(vocab, d) * 2.0 + 0.3 * torch.randn(vocab, d, generator=g)
         self.z0 = torch.tensor(z0[:d])                               # token 0 is the model's favourite
+        self.offsets = offsets                                       # (n_prompts, d) or None
         self.calls = []
+        self.greedy = []
+
+    def base(self, prompts):
+        z = self.z0.expand(len(prompts), self.d)
+        if self.offsets is not None:
+            z = z + self.offsets[torch.as_tensor(list(prompts)).long()]
+        return z
 
     def head(self, modality, z):
         return z @ (self.Wt if modality == "text" else self.Wv).T
 
-    def continue_sequences(self, prompts, text_prefix, image_prefix, generator=None, temperature=1.0):
+    def continue_sequences(self, prompts, text_prefix, image_prefix, generator=None, temperature=1.0,
+                           greedy_text=False):
         B = len(prompts)
         self.calls.append((text_prefix.shape[1], image_prefix.shape[1]))
+        self.greedy.append(greedy_text)
         tp, vp = torch.as_tensor(text_prefix).long(), torch.as_tensor(image_prefix).long()
+        zb = self.base(prompts)
         if tp.shape[1] == 0:
-            probs = torch.softmax(self.head("text", self.z0) / temperature, -1).expand(B, -1)
-            tp = torch.multinomial(probs, 1, generator=generator)
+            logits = self.head("text", zb) / temperature
+            tp = logits.argmax(-1, keepdim=True) if greedy_text else torch.multinomial(
+                torch.softmax(logits, -1), 1, generator=generator)
         if vp.shape[1] == 0:
-            probs = torch.softmax(self.head("image", self.z0) / temperature, -1).expand(B, -1)
+            probs = torch.softmax(self.head("image", zb) / temperature, -1)
             vp = torch.multinomial(probs, 1, generator=generator)
         text = torch.cat([tp, tp[:, :1].expand(B, self.n_text - tp.shape[1])], 1)
         image = torch.cat([vp, vp[:, :1].expand(B, self.n_image - vp.shape[1])], 1)
-        z = self.z0.expand(B, 1, self.d)
+        z = zb.unsqueeze(1)
         return text, image, z.expand(B, self.n_text, self.d).clone(), z.expand(B, self.n_image, self.d).clone()
+
+
+SGD = dict(optimizer="sgd", decoding="sample")      # the plain REINFORCE step on sampled tokens
 
 
 def toy_reward(target_text=3, target_image=None):
@@ -118,7 +135,7 @@ def test_optimised_token_counts_follow_the_mode():
     assert (LatentReasoner(m, r, mode="image").kt, LatentReasoner(m, r, mode="image").kv) == (0, 2)
     lr = LatentReasoner(m, r)
     assert (lr.text_ratio, lr.image_ratio, lr.lr, lr.max_steps, lr.mode) == (0.2, 0.02, 0.03, 30, "both")
-    assert (lr.reward_threshold, lr.temperature) == (0.0, 1.0)
+    assert (lr.reward_threshold, lr.temperature, lr.optimizer, lr.decoding) == (0.0, 1.0, "adam", "argmax")
 
 
 def test_policy_gradient_moves_away_from_failing_tokens_and_finds_the_rare_one():
@@ -129,7 +146,7 @@ def test_policy_gradient_moves_away_from_failing_tokens_and_finds_the_rare_one()
     assert 0.05 < p_target < 0.15                            # rare under the model
     solved = {}
     for lr in (0.0, 3.0):
-        res = LatentReasoner(m, toy_reward(1), lr=lr, max_steps=7, mode="text").generate(
+        res = LatentReasoner(m, toy_reward(1), lr=lr, max_steps=7, mode="text", **SGD).generate(
             prompts, torch.Generator().manual_seed(0))
         solved[lr] = res.solved.float().mean().item()
         assert (res.solved == (res.text[:, 0] == 1)).all()
@@ -162,7 +179,7 @@ def test_joint_mode_solves_a_task_needing_both_modalities():
     out = {}
     for mode in MODES_ALL:
         m = ToyModel(n_text=5, n_image=50, d=2, vocab=2, z0=(0.8, 0.0))
-        res = LatentReasoner(m, toy_reward(1, 1), lr=3.0, max_steps=10, mode=mode).generate(
+        res = LatentReasoner(m, toy_reward(1, 1), lr=3.0, max_steps=10, mode=mode, **SGD).generate(
             prompts, torch.Generator().manual_seed(1))
         out[mode] = res.solved.float().mean().item()
         assert (res.solved == ((res.text[:, 0] == 1) & (res.image[:, 0] == 1))).all()
@@ -178,7 +195,7 @@ def test_best_sample_is_returned_when_unsolved():
     def graded(prompts, text, image):                      # never solved; best when text[0] == 1
         return torch.where(text[:, 0] == 1, -0.5, -1.0)
 
-    res = LatentReasoner(m, graded, lr=0.5, max_steps=10, mode="text").generate(list(range(50)),
+    res = LatentReasoner(m, graded, lr=0.5, max_steps=10, mode="text", **SGD).generate(list(range(50)),
                                                                               torch.Generator().manual_seed(0))
     assert not res.solved.any() and (res.calls == 11).all()
     for h, r, t in zip(res.rewards, res.reward, res.text[:, 0]):
@@ -461,7 +478,7 @@ def test_checker_is_per_scene_in_a_batch_and_reward_takes_arrays():
 def test_reasoner_temperature_seeding_and_multi_token_prefixes():
     m = ToyModel(d=2, vocab=2, z0=(0.8, 0.0))
     prompts = list(range(400))
-    hot = LatentReasoner(m, toy_reward(1), lr=0.0, max_steps=3, mode="text", temperature=4.0)
+    hot = LatentReasoner(m, toy_reward(1), lr=0.0, max_steps=3, mode="text", temperature=4.0, **SGD)
     res = hot.generate(prompts, torch.Generator().manual_seed(0))
     p_hot = float(torch.softmax(m.head("text", m.z0) / 4.0, -1)[1])
     assert abs(res.solved.float().mean().item() - (1 - (1 - p_hot) ** 4)) < 0.08
@@ -472,7 +489,7 @@ def test_reasoner_temperature_seeding_and_multi_token_prefixes():
     runs = []
     for glob in (1, 2):
         torch.manual_seed(glob)
-        r = LatentReasoner(m, toy_reward(1), lr=1.0, max_steps=5, mode="both").generate(
+        r = LatentReasoner(m, toy_reward(1), lr=1.0, max_steps=5, mode="both", **SGD).generate(
             prompts[:50], torch.Generator().manual_seed(3))
         runs.append(r)
     assert torch.equal(runs[0].text, runs[1].text) and torch.equal(runs[0].calls, runs[1].calls)
@@ -525,3 +542,224 @@ def test_image_log_prob_uses_the_temperature():
     r = LatentReasoner(m, toy_reward(1), mode="image", temperature=0.5)
     zv, tv = torch.randn(3, 1, 2), torch.tensor([[0], [1], [1]])
     torch.testing.assert_close(r._log_prob(None, zv, None, tv), prefix_log_prob(m.head("image", zv), tv, 0.5))
+
+
+# ---------------------------------------------------------------- Adam and the argmax mode (official code)
+
+def test_row_adam_matches_torch_adam_row_by_row():
+    g = torch.Generator().manual_seed(5)
+    B, D, lr = 3, 4, 0.07
+    z0 = torch.randn(B, D, generator=g, dtype=torch.float64)
+    adam = RowAdam((B, D), lr, dtype=torch.float64)
+    refs = [torch.nn.Parameter(z0[b].clone()) for b in range(B)]
+    opts = [torch.optim.Adam([p], lr=lr) for p in refs]            # PyTorch defaults, as the official code
+    z = z0.clone()
+    active = [[0, 1, 2], [0, 2], [0], [0, 2], [2], [0, 1, 2]]        # rows stop and resume: own step counts
+    for rows in active:
+        asc = torch.randn(len(rows), D, generator=g, dtype=torch.float64)
+        z[rows] = adam.step(z[rows], asc, torch.tensor(rows))
+        for j, b in enumerate(rows):
+            opts[b].zero_grad()
+            (-(asc[j] * refs[b]).sum()).backward()                  # loss -R log pi: its gradient is -ascent
+            opts[b].step()
+    for b in range(B):
+        torch.testing.assert_close(z[b], refs[b].detach())
+    assert adam.t.tolist() == [5, 2, 5]
+    assert (adam.betas, adam.eps) == ((0.9, 0.999), 1e-8)
+
+
+def _toy_text_reward(target=2):
+    def r(prompts, text, image):                                  # graded: never 0 unless the target appears
+        tok = text[:, 0]
+        return torch.where(tok == target, 0.0, -1.0 + 0.1 * tok.float())
+    return r
+
+
+def test_adam_argmax_text_mode_matches_an_independent_reference_loop():
+    n, d, lr, steps = 12, 4, 0.4, 12
+    offsets = 0.8 * torch.randn(n, d, generator=torch.Generator().manual_seed(9))
+    m = ToyModel(n_text=5, n_image=20, d=d, vocab=4, offsets=offsets.double())
+    m.Wt, m.Wv, m.z0 = m.Wt.double(), m.Wv.double(), m.z0.double()      # float64: a tight comparison
+    rw = _toy_text_reward()
+    res = LatentReasoner(m, rw, lr=lr, max_steps=steps, mode="text").generate(list(range(n)),
+                                                                             torch.Generator().manual_seed(0))
+    assert all(m.greedy)                                       # greedy text in every decode
+    for i in range(n):
+        z = torch.nn.Parameter(m.base([i]).clone())            # (1, d): the one optimised text latent
+        opt = torch.optim.Adam([z], lr=lr)
+        tok = int(m.head("text", z.detach()).argmax())
+        r = float(rw(None, torch.tensor([[tok]]), None)[0])
+        hist, tvs = [r], []
+        for _ in range(steps):
+            if r >= 0:
+                break
+            opt.zero_grad()
+            logp = torch.log_softmax(m.head("text", z), -1)[0]
+            p_before = logp.exp().detach()
+            (-r * logp[logp.argmax()]).backward()
+            opt.step()
+            with torch.no_grad():
+                p_after = torch.softmax(m.head("text", z), -1)[0]
+            tvs.append(0.5 * float((p_after - p_before).abs().sum()))
+            tok = int(p_after.argmax())
+            r = float(rw(None, torch.tensor([[tok]]), None)[0])
+            hist.append(r)
+        np.testing.assert_allclose(res.rewards[i], hist, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(res.moves[i], tvs, rtol=1e-9, atol=1e-12)
+    assert res.solved.float().mean() > 0.5 and (res.calls > 1).any()
+
+
+def test_argmax_mode_scores_the_argmax_token_and_samples_the_image_prefix():
+    # constant failing reward, one plain step: in argmax mode every row takes the same step (the
+    # argmax token's gradient) whatever it sampled; with sampled REINFORCE rows that drew different
+    # tokens move differently
+    m = ToyModel(n_text=5, n_image=50, d=2, vocab=2, z0=(0.3, 0.0))
+    lr = 0.5
+
+    def fail(p, t, v):
+        return -torch.ones(len(p))
+    res = LatentReasoner(m, fail, lr=lr, max_steps=1, mode="image", optimizer="sgd").generate(
+        list(range(400)), torch.Generator().manual_seed(0))
+    z = m.z0
+    p = torch.softmax(m.head("image", z), -1)
+    a = int(p.argmax())
+    z1 = z + lr * (-1.0) * (m.Wv[a] - p @ m.Wv)
+    tv = 0.5 * float((torch.softmax(m.head("image", z1), -1) - p).abs().sum())
+    np.testing.assert_allclose([mv[0] for mv in res.moves], tv, rtol=1e-5)
+    # the image prefix after the step is sampled (not the argmax) from the updated latents
+    p1 = float(torch.softmax(m.head("image", z1), -1)[1])
+    second = torch.tensor([0 if len(h) < 2 else 1 for h in res.rewards])
+    assert (second == 1).all()
+    m2 = ToyModel(n_text=5, n_image=50, d=2, vocab=2, z0=(0.3, 0.0))
+    LatentReasoner(m2, fail, lr=lr, max_steps=1, mode="image", optimizer="sgd").generate(
+        list(range(2000)), torch.Generator().manual_seed(1))
+    assert m2.calls[1] == (5, 1)
+    sampled = LatentReasoner(m, fail, lr=lr, max_steps=1, mode="image", optimizer="sgd", decoding="sample")
+    res_s = sampled.generate(list(range(400)), torch.Generator().manual_seed(0))
+    assert len({round(mv[0], 6) for mv in res_s.moves}) == 2        # two sampled tokens, two different steps
+    assert 0.05 < p1 < 0.95
+
+
+def test_argmax_image_prefix_frequencies_follow_the_updated_softmax():
+    m = ToyModel(n_text=5, n_image=50, d=2, vocab=2, z0=(0.3, 0.0))
+
+    class Rec:
+        images = []
+
+        def __call__(self, p, t, v):
+            self.images.append(v[:, 0].clone())
+            return -torch.ones(len(p))
+    rec = Rec()
+    LatentReasoner(m, rec, lr=0.0, max_steps=2, mode="image").generate(list(range(3000)),
+                                                                       torch.Generator().manual_seed(2))
+    p1 = float(torch.softmax(m.head("image", m.z0), -1)[1])
+    for v in rec.images:                                          # lr = 0: the frozen latents' softmax
+        assert abs(v.float().mean().item() - p1) < 0.03
+
+
+def test_the_plain_step_at_the_papers_eta_barely_moves_the_prefix_and_adam_does(trained):
+    P = all_prompts()[::40]
+
+    def rw(p, t, v):
+        return scene_reward(p, t, v, SPEC)
+    tv = {}
+    for opt in OPTIMIZERS:
+        res = LatentReasoner(trained, rw, lr=0.03, max_steps=1, text_ratio=0.5, image_ratio=0.125,
+                             optimizer=opt).generate(P, torch.Generator().manual_seed(0))
+        tv[opt] = float(np.mean([mv[0] for mv in res.moves if mv]))
+    assert tv["sgd"] < 0.01 and tv["adam"] > 3 * tv["sgd"]
+
+
+def test_rejects_nan_rewards_and_empty_prompts():
+    m = ToyModel()
+
+    def nan_at_start(p, t, v):
+        return torch.full((len(p),), float("nan"))
+
+    def nan_later(p, t, v):                                       # finite for the first (greedy) text only
+        return torch.where(t[:, 0] == 0, -1.0, float("nan"))
+
+    for opt, dec in (("adam", "argmax"), ("sgd", "sample")):
+        with pytest.raises(ValueError, match="non-finite rewards"):
+            LatentReasoner(m, nan_at_start, optimizer=opt, decoding=dec).generate([0, 1], torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="non-finite rewards"):
+        LatentReasoner(m, nan_later, lr=5.0, max_steps=30, mode="text").generate(list(range(8)),
+                                                                                torch.Generator().manual_seed(0))
+    with pytest.raises(ValueError, match="non-finite rewards"):
+        best_of_n(m, lambda p, t, v: torch.tensor([0.0, float("inf")]), [0, 1], 3)
+    with pytest.raises(ValueError, match="one reward per prompt"):
+        LatentReasoner(m, lambda p, t, v: torch.zeros(3)).generate([0, 1])
+    for empty in ([], np.zeros((0, 6), dtype=np.int64)):
+        with pytest.raises(ValueError, match="non-empty batch"):
+            LatentReasoner(m, toy_reward()).generate(empty)
+        with pytest.raises(ValueError, match="non-empty batch"):
+            best_of_n(m, toy_reward(), empty, 2)
+    with pytest.raises(ValueError, match="non-empty sequence"):
+        LatentReasoner(m, toy_reward()).generate(None)
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        LatentReasoner(m, toy_reward(), optimizer="rmsprop")
+    with pytest.raises(ValueError, match="decoding must be one of"):
+        LatentReasoner(m, toy_reward(), decoding="greedy")
+    with pytest.raises(ValueError, match="reward_threshold must be finite"):
+        LatentReasoner(m, toy_reward(), reward_threshold=float("nan"))
+    with pytest.raises(ValueError, match="temperature must be > 0"):
+        best_of_n(m, toy_reward(), [0], 2, temperature=0.0)
+    assert (OPTIMIZERS, DECODINGS) == (("adam", "sgd"), ("argmax", "sample"))
+
+
+def test_check_rewards_converts_and_keeps_finite_values():
+    torch.testing.assert_close(check_rewards(np.array([[-1.0], [0.0]]), 2), torch.tensor([-1.0, 0.0]))
+    with pytest.raises(ValueError, match="non-finite rewards"):
+        check_rewards([0.0, float("-inf")], 2)
+
+
+def test_best_of_n_greedy_text_keeps_the_text_and_samples_the_image():
+    m = ToyModel()
+    res = best_of_n(m, toy_reward(3), list(range(100)), 4, greedy_text=True, generator=torch.Generator().manual_seed(0))
+    assert all(m.greedy) and (res.text[:, 0] == int(m.head("text", m.z0).argmax())).all()
+    assert len(torch.unique(res.image[:, 0])) > 1
+
+
+# ---------------------------------------------------------------- the held-out evaluator
+
+def test_detector_critic_is_exact_without_noise_and_deterministic_with_it():
+    spec = SceneSpec(5)
+    P = all_prompts()
+    t, v = sample_layouts(P, spec, np.random.default_rng(0))
+    v_bad = v.copy()
+    v_bad[:, -1] = object_token(3, 2)
+    for img in (v, v_bad):
+        torch.testing.assert_close(DetectorCritic(spec, 0.0, 0.0)(P, t, img), scene_reward(P, t, img, spec))
+    c = DetectorCritic(spec, miss=0.2, confuse=0.1, seed=3)
+    seen = c.perceive(v)
+    np.testing.assert_array_equal(seen, c.perceive(torch.as_tensor(v)))          # the same image, same view
+    assert not np.array_equal(seen, DetectorCritic(spec, 0.2, 0.1, seed=4).perceive(v))
+    obj = v > 0
+    assert (seen[~obj] == 0).all()                                               # nothing is invented
+    missed = obj & (seen == 0)
+    changed = obj & (seen != 0) & (seen != v)
+    assert abs(missed.sum() / obj.sum() - 0.2) < 0.02
+    assert abs(changed.sum() / (obj & (seen != 0)).sum() - 0.1) < 0.02
+    col, shp = np.divmod(v[changed] - 1, 3)
+    np.testing.assert_array_equal(seen[changed], object_token((col + 1) % 4, shp))   # next colour, same shape
+    ok_true = check_scenes(P, v, spec).all(1)
+    passed = (c(P, t, v) == 0).numpy()
+    assert ok_true.all() and 0.3 < passed.mean() < 0.8                           # correct scenes rejected at times
+    with pytest.raises(ValueError, match="miss must lie in"):
+        DetectorCritic(spec, miss=1.0)
+    with pytest.raises(ValueError, match="confuse must lie in"):
+        DetectorCritic(spec, confuse=-0.1)
+    with pytest.raises(ValueError, match="image must have shape"):
+        c.perceive(v[:, :10])
+
+
+def test_tiny_model_greedy_text_is_the_argmax_of_its_own_latents(trained):
+    P = all_prompts()[::30]
+    z = torch.zeros(len(P), 0)
+    a = trained.continue_sequences(P, z, z, torch.Generator().manual_seed(0), greedy_text=True)
+    b = trained.continue_sequences(P, z, z, torch.Generator().manual_seed(1), greedy_text=True)
+    assert torch.equal(a[0], b[0]) and not torch.equal(a[1], b[1])               # text fixed, image sampled
+    text, image, zt, _ = a
+    assert torch.equal(text, trained.head("text", zt).argmax(-1))
+    c = trained.continue_sequences(P, text[:, :2], z, torch.Generator().manual_seed(2), greedy_text=True)
+    assert torch.equal(c[0], text)

@@ -143,6 +143,69 @@ def scene_reward(prompts, text, image, spec: SceneSpec) -> torch.Tensor:
     return torch.as_tensor(check_scenes(prompts, img, spec).mean(1) - 1.0, dtype=torch.float32)
 
 
+_MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64 finaliser on uint64 arrays (a fixed bijection; used as a deterministic hash)."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+class DetectorCritic:
+    """An imperfect critic: the GenEval-like checker applied to the image as a noisy detector sees it.
+
+    The paper optimises against one scorer and reports benchmark scores; when the reward is the
+    evaluator itself, "the method raises the score" is the critic grading its own search. Here the
+    critic (the reward MILR and best-of-N select with) perceives each drawn object through a
+    detector that misses it with probability ``miss`` and reads its colour as the next colour with
+    probability ``confuse``; the held-out evaluator is the exact :func:`check_scenes`. The detector
+    is deterministic given the image (a hash of the whole grid and the cell, salted by ``seed``):
+    the same image always gets the same score, so re-sampling an image does not re-roll the noise,
+    while a different image does. A correct scene with ``k`` objects passes the critic with
+    probability about ``((1 - miss)(1 - confuse))^k``; a wrong scene passes when the detector hides
+    the error (a missed extra object, a misread colour).
+    """
+
+    def __init__(self, spec: SceneSpec, miss: float = 0.05, confuse: float = 0.05, seed: int = 0):
+        for name, val in (("miss", miss), ("confuse", confuse)):
+            if not 0.0 <= val < 1.0:
+                raise ValueError(f"{name} must lie in [0, 1), got {val!r}")
+        self.spec, self.miss, self.confuse = spec, miss, confuse
+        rng = np.random.default_rng([seed, 0x5EED])
+        C = spec.n_cells
+        self._w = rng.integers(1, 2 ** 62, size=(C,), dtype=np.int64).astype(np.uint64) | np.uint64(1)
+        self._cell = rng.integers(1, 2 ** 62, size=(2, C), dtype=np.int64).astype(np.uint64)
+
+    def _uniforms(self, image: np.ndarray) -> np.ndarray:
+        """(2, B, C) deterministic uniforms in [0, 1) per image and cell."""
+        with np.errstate(over="ignore"):
+            key = _mix64((image.astype(np.uint64) + np.uint64(1)) * self._w[None])
+            key = np.bitwise_xor.reduce(_mix64(key + np.arange(key.shape[1], dtype=np.uint64)), axis=1)
+            u = _mix64(key[None, :, None] ^ self._cell[:, None, :])
+        return (u >> np.uint64(11)).astype(np.float64) / float(2 ** 53)
+
+    def perceive(self, image) -> np.ndarray:
+        """The image as the detector reports it: missed objects empty, misread colours shifted."""
+        img = np.asarray(image.detach().cpu().numpy() if torch.is_tensor(image) else image).astype(np.int64)
+        if img.ndim != 2 or img.shape[1] != self.spec.n_image:
+            raise ValueError(f"image must have shape (B, {self.spec.n_image}), got {img.shape}")
+        u_miss, u_col = self._uniforms(img)
+        obj = img > 0
+        colour, shape = np.divmod(np.maximum(img - 1, 0), len(SHAPES))
+        shifted = object_token((colour + 1) % len(COLOURS), shape)
+        out = np.where(obj & (u_col < self.confuse), shifted, img)
+        return np.where(obj & (u_miss < self.miss), 0, out)
+
+    def __call__(self, prompts, text, image) -> torch.Tensor:
+        """Reward in [-1, 0] on the perceived image (0 = the critic sees a correct scene)."""
+        del text
+        return torch.as_tensor(check_scenes(prompts, self.perceive(image), self.spec).mean(1) - 1.0,
+                               dtype=torch.float32)
+
+
 class _Block(nn.Module):
     """Pre-LayerNorm causal self-attention block with a key/value cache for decoding."""
 
@@ -221,9 +284,11 @@ class TinyUnifiedTransformer(nn.Module):
         return self._forward(self._ids(prompts, text, image))[0]
 
     @torch.no_grad()
-    def continue_sequences(self, prompts, text_prefix, image_prefix, generator=None, temperature: float = 1.0):
-        """Sample the rest of the text after ``text_prefix`` (B, kt), then the image after
-        ``image_prefix`` (B, kv); returns (text (B, n_text), image (B, n_image), z_text, z_image)."""
+    def continue_sequences(self, prompts, text_prefix, image_prefix, generator=None, temperature: float = 1.0,
+                           greedy_text: bool = False):
+        """Decode the rest of the text after ``text_prefix`` (B, kt) (sampled, or argmax tokens when
+        ``greedy_text``), then sample the image after ``image_prefix`` (B, kv); returns
+        (text (B, n_text), image (B, n_image), z_text, z_image)."""
         B = len(prompts)
         text = torch.as_tensor(text_prefix, dtype=torch.long).reshape(B, -1)
         image = torch.as_tensor(image_prefix, dtype=torch.long).reshape(B, -1)
@@ -235,7 +300,10 @@ class TinyUnifiedTransformer(nn.Module):
                 h, cache = self._forward(image + self.image_offset, cache)
             while (text if mod == "text" else image).shape[1] < n:
                 logits = self.head(mod, h[:, -1]) / temperature
-                tok = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)
+                if mod == "text" and greedy_text:
+                    tok = logits.argmax(-1, keepdim=True)
+                else:
+                    tok = torch.multinomial(torch.softmax(logits, -1), 1, generator=generator)
                 if mod == "text":
                     text = torch.cat([text, tok], 1)
                     ids = tok + self.text_offset
