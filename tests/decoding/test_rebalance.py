@@ -64,6 +64,21 @@ def test_step_confidence_rejections():
         window_variance([0.1], 0)
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_non_finite_confidences_are_rejected(bad):
+    with pytest.raises(ValueError, match="max probabilities must be finite"):
+        step_confidence([0.5, bad])
+    with pytest.raises(ValueError, match="step confidences must be finite"):
+        window_variance([0.5, bad])
+    cfg = cfg_with(tau_c_low=0.66, tau_c_high=0.95, low_1=-1.02)
+    with pytest.raises(ValueError, match="c must be a finite step statistic"):
+        baseline_control(bad, cfg)
+    with pytest.raises(ValueError, match="c must be a finite step statistic"):
+        control(bad, 0.0, cfg)
+    with pytest.raises(ValueError, match="v must be a finite step statistic"):
+        control(0.5, bad, cfg)
+
+
 # ---------------------------------------------------------------- the official control function
 
 def test_baseline_control_hits_its_three_anchor_values():

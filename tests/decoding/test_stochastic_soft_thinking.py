@@ -215,11 +215,30 @@ def test_fixture_is_far_from_uniform():
     (dict(temperature=-1.0), "temperature must be > 0"),
     (dict(top_p=1.5), r"top_p must be in \(0, 1\]"),
     (dict(top_p=float("nan")), r"top_p must be in \(0, 1\]"),
-    (dict(mode="gumbel", tau=float("nan")), "tau must be > 0"),
+    (dict(mode="gumbel", tau=float("nan")), "tau must be a finite number > 0"),
 ])
 def test_rejects_bad_parameters(kwargs, match):
     with pytest.raises(ValueError, match=match):
         soft_token_weights(torch.randn(1, 5), **kwargs)
+
+
+@pytest.mark.parametrize("p", [[[float("nan"), 0.5, 0.5]], [[-0.1, 0.6, 0.5]], [[float("inf"), 0.0, 0.0]],
+                               [[0.0, 0.0, 0.0]]])
+def test_gumbel_weights_reject_non_probabilities(p):
+    with pytest.raises(ValueError, match="p_tilde"):
+        gumbel_softmax_weights(torch.tensor(p), 0.5)
+
+
+def test_gumbel_weights_reject_bad_tau_and_noise():
+    p = torch.tensor([[0.2, 0.8]])
+    with pytest.raises(ValueError, match="tau"):
+        gumbel_softmax_weights(p, float("inf"))
+    with pytest.raises(ValueError, match="tau"):
+        gumbel_softmax_weights(p, float("nan"))
+    with pytest.raises(ValueError, match="gumbel"):
+        gumbel_softmax_weights(p, 0.5, gumbel=torch.zeros(1, 3))
+    with pytest.raises(ValueError, match="gumbel"):
+        gumbel_softmax_weights(p, 0.5, gumbel=torch.tensor([[float("nan"), 0.0]]))
 
 
 def test_rejects_bad_generate_arguments():
@@ -244,7 +263,7 @@ def test_rejects_bad_generate_arguments():
     for p in (0.0, 1.01, float("nan")):
         with pytest.raises(ValueError, match=r"top_p must be in \(0, 1\]"):
             soft_thinking_generate(model, tok, ["3"], top_p=p)
-    with pytest.raises(ValueError, match="tau must be > 0"):
+    with pytest.raises(ValueError, match="tau must be a finite number > 0"):
         soft_thinking_generate(model, tok, ["3"], mode="gumbel", tau=-1.0)
     with pytest.raises(ValueError, match="batch_size must be a positive integer"):
         soft_thinking_generate(model, tok, ["3"], batch_size=0)

@@ -69,6 +69,26 @@ def test_rejections():
         confidence_weighted_vote(["1"], [float("nan")])
 
 
+@pytest.mark.parametrize("bad", [0.5, 2.0, -1.0, float("nan")])
+def test_ece_rejects_correctness_outside_zero_one(bad):
+    with pytest.raises(ValueError, match=r"correct must hold 0/1 .* at index 1 \(1 values outside"):
+        expected_calibration_error([0.5, 0.7, 0.2], [1, bad, 0])
+
+
+def test_ece_accepts_bools_and_matches_a_binned_reference():
+    rng = np.random.default_rng(3)
+    c = rng.uniform(0, 1, 200)
+    y = rng.uniform(0, 1, 200) < c ** 2
+    # independent reference: bins (k/10, (k+1)/10], weight |B|/n, gap |mean(y) - mean(c)|; a confidence
+    # on an inner edge goes to the upper bin as int(c * n_bins) does
+    edges = np.linspace(0, 1, 11)
+    b = np.clip(np.searchsorted(edges, c, side="right") - 1, 0, 9)
+    ref = sum((b == k).mean() * abs(y[b == k].mean() - c[b == k].mean()) for k in range(10) if (b == k).any())
+    assert expected_calibration_error(c, y.tolist(), n_bins=10) == pytest.approx(ref, abs=1e-12)
+    with pytest.raises(ValueError, match="n_bins"):
+        expected_calibration_error(c, y, n_bins=True)
+
+
 def test_nan_confidences_are_rejected():
     """NaN (an unparsed confidence) must not silently land in a bin or a mean."""
     nan = float("nan")

@@ -85,6 +85,15 @@ def test_hybrid_weights_zero_importance_is_uniform_part():
     np.testing.assert_allclose(w[0, on].numpy(), ref, rtol=1e-10)
 
 
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_hybrid_weights_reject_non_finite_importance(bad):
+    m = masks()
+    imp = torch.ones_like(m)
+    imp[0, -1] = bad                                   # one non-finite attribution on a response token
+    with pytest.raises(ValueError, match="importance must be finite"):
+        hybrid_weights(imp, m, 0.5)
+
+
 def test_hybrid_weights_ignore_importance_off_the_response():
     m = masks()
     imp = torch.ones_like(m)

@@ -54,6 +54,8 @@ def step_confidence(max_probs: Sequence[float], kind: str = "arithmetic") -> flo
     p = np.asarray(list(max_probs), dtype=float)
     if p.size == 0:
         raise ValueError("a step needs at least one token")
+    if not np.isfinite(p).all():
+        raise ValueError("max probabilities must be finite (got NaN or inf)")
     if np.any((p <= 0) | (p > 1)):
         raise ValueError("max probabilities must lie in (0, 1]")
     if kind == "arithmetic":
@@ -69,6 +71,8 @@ def window_variance(conf: Sequence[float], window: int = 2) -> list[float]:
     if not isinstance(window, int) or window < 1:
         raise ValueError(f"window must be a positive integer, got {window!r}")
     c = list(conf)
+    if not np.isfinite(np.asarray(c, dtype=float)).all():
+        raise ValueError("step confidences must be finite (got NaN or inf)")
     return [float(np.var(c[max(0, i - window + 1):i + 1])) for i in range(len(c))]
 
 
@@ -150,11 +154,18 @@ def baseline_control(c: float, cfg: ReBalanceConfig) -> float:
     width of [tau_c^L, tau_c^H], F(tau_c^L) = low_1, F(tau_c^H) = 0, and k solved so F(1) = high_1."""
     m = 0.5 * (cfg.tau_c_low + cfg.tau_c_high)
     s = 0.5 * (cfg.tau_c_high - cfg.tau_c_low)
+    _check_finite(c=c)
     a = 0.5 * cfg.low_1
     k = _solve_k(m, s, 2.0 * (cfg.high_1 - a) / (0.0 - cfg.low_1))
     b = -cfg.low_1 / (2.0 * math.tanh(k * s))
     c = min(max(float(c), 0.0), 1.0)
     return a + b * math.tanh(k * (c - m))
+
+
+def _check_finite(**values):
+    for name, x in values.items():
+        if not math.isfinite(float(x)):
+            raise ValueError(f"{name} must be a finite step statistic, got {x!r}")
 
 
 def _sig(x: float) -> float:
@@ -169,6 +180,7 @@ def control(c: float, v: float, cfg: ReBalanceConfig) -> float:
     w_o = min(1, G(tau_c^L - c) G(v - tau_v^H) / 0.25)       low and fluctuating confidence
     w_u = min(1, G(c - tau_c^H) G(tau_v^L - v) / g_m)         steady over-confidence
     G(x) = sigmoid(1200 x / IQR), g_m = sigmoid(12 (1 - tau_c^H) / IQR_c) / 2 (as in the code)."""
+    _check_finite(c=c, v=v)
     iqr_c = max(1e-12, cfg.tau_c_high - cfg.tau_c_low)
     iqr_v = max(1e-12, cfg.tau_v_high - cfg.tau_v_low)
     c = min(max(float(c), 0.0), 1.0)

@@ -44,8 +44,15 @@ def gumbel_softmax_weights(p_tilde: torch.Tensor, tau: float, generator: torch.G
                            gumbel: torch.Tensor | None = None) -> torch.Tensor:
     """``softmax((log p~ + g) / tau)`` with ``g ~ Gumbel(0, 1)`` (paper Sec. 5, Gumbel-Softmax trick).
     Tokens outside the support of ``p~`` keep weight 0. ``gumbel`` supplies the noise explicitly."""
-    if not tau > 0:
-        raise ValueError(f"tau must be > 0, got {tau!r}")
+    if not tau > 0 or tau == float("inf"):
+        raise ValueError(f"tau must be a finite number > 0, got {tau!r}")
+    if torch.isnan(p_tilde).any() or torch.any(p_tilde < 0) or torch.isinf(p_tilde).any():
+        raise ValueError("p_tilde must hold finite non-negative probabilities (a NaN would get weight 0 "
+                         "silently)")
+    if not torch.any(p_tilde > 0, dim=-1).all():
+        raise ValueError("p_tilde needs at least one positive probability in every row")
+    if gumbel is not None and (gumbel.shape != p_tilde.shape or torch.isnan(gumbel).any()):
+        raise ValueError(f"gumbel must be a NaN-free tensor of p_tilde's shape {tuple(p_tilde.shape)}")
     if gumbel is None:
         u = torch.rand(p_tilde.shape, generator=generator, dtype=torch.float32, device=p_tilde.device)
         gumbel = -torch.log(-torch.log(u.clamp(1e-20, 1.0 - 1e-7)))
@@ -140,8 +147,8 @@ def soft_thinking_generate(
         raise ValueError(f"temperature must be > 0, got {temperature!r}")
     if not 0 < top_p <= 1:
         raise ValueError(f"top_p must be in (0, 1], got {top_p!r}")
-    if mode == "gumbel" and not tau > 0:
-        raise ValueError(f"tau must be > 0, got {tau!r}")
+    if mode == "gumbel" and (not tau > 0 or tau == float("inf")):
+        raise ValueError(f"tau must be a finite number > 0, got {tau!r}")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
     if not isinstance(max_think_tokens, int) or max_think_tokens < 0:

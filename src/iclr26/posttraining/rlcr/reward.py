@@ -193,7 +193,11 @@ def expected_calibration_error(confidences, correct, n_bins: int = 10) -> float:
                          f"index {int(bad[0])} ({bad.size} non-finite); drop or impute unparsed confidences first")
     if np.any((c < 0) | (c > 1)):
         raise ValueError("confidences must lie in [0, 1]")
-    if not isinstance(n_bins, int) or n_bins < 1:
+    wrong = np.flatnonzero((y != 0) & (y != 1))
+    if wrong.size:
+        raise ValueError(f"correct must hold 0/1 (or bool) outcomes; got {float(y[wrong[0]])!r} at index "
+                         f"{int(wrong[0])} ({wrong.size} values outside {{0, 1}})")
+    if isinstance(n_bins, bool) or not isinstance(n_bins, int) or n_bins < 1:
         raise ValueError(f"n_bins must be a positive integer, got {n_bins!r}")
     idx = np.minimum((c * n_bins).astype(int), n_bins - 1)
     ece = 0.0

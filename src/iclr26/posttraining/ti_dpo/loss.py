@@ -95,6 +95,9 @@ def hybrid_weights(importance: torch.Tensor, mask: torch.Tensor, lam: float = DE
     _check_same("mask", mask, importance=importance)
     if isinstance(lam, bool) or not isinstance(lam, (int, float)) or not 0.0 <= lam <= 1.0:
         raise ValueError(f"lam must be a number in [0, 1], got {lam!r}")
+    if not torch.isfinite(importance).all():
+        raise ValueError("importance must be finite: a NaN or inf attribution (a non-finite gradient) "
+                         "cannot be normalised into token weights")
     if torch.any(importance < 0):
         raise ValueError("importance must be non-negative (an L1 norm of gradients)")
     dtype = importance.dtype if importance.is_floating_point() else torch.float32
