@@ -4,8 +4,12 @@ from .objective import (
     branch_values,
     clipped_surrogate,
     draft_tree_reward,
+    finetune_draft,
     group_advantages,
     path_logprob,
+    score_tree,
+    tree_rewards,
 )
 
-__all__ = ["GTOLoss", "branch_values", "clipped_surrogate", "draft_tree_reward", "group_advantages", "path_logprob"]
+__all__ = ["GTOLoss", "branch_values", "clipped_surrogate", "draft_tree_reward", "finetune_draft", "group_advantages",
+           "path_logprob", "score_tree", "tree_rewards"]
