@@ -1,4 +1,5 @@
 """Tests for iclr26.architectures.tm_simulation (arXiv:2512.00003)."""
+import math
 import random
 
 import pytest
@@ -238,8 +239,9 @@ def test_single_queue_matches_tm_and_costs_two_rotations(name):
     for w in words(random.Random(3), n_max=20):
         sim = SingleQueueSimulator(tm, 30).run(w, max_steps=20_000)
         assert sim.configs == run_reference(tm, w)
-        assert set(sim.step_ticks) <= {2 * 31 + 1}
+        assert set(sim.step_ticks) <= {2 * 32 + 1}                 # two rotations of the 32-cell ring + delta
         assert sim.state == run_reference(tm, w)[-1][0]
+        assert sim.ticks == sum(sim.step_ticks) + 32               # the executed ticks, with the halting read
 
 
 def test_opcode_log_only_when_recording():
@@ -270,13 +272,18 @@ def test_simulators_reject_bad_input():
         QueueSimulator(tm, 4, 1).run("01010")
     with pytest.raises(TypeError, match="tm must be a TuringMachine, got list"):
         SingleQueueSimulator([], 10)
-    with pytest.raises(ValueError, match="space bound s must be >= 2"):
+    with pytest.raises(ValueError, match="space bound s must be an integer >= 2"):
         SingleQueueSimulator(tm, 1)
+    with pytest.raises(ValueError, match="space bound s must be an integer >= 2"):
+        SingleQueueSimulator(tm, 8.0)
     with pytest.raises(ValueError, match=r"exceeds the space bound s - 2 = 3"):
         SingleQueueSimulator(tm, 5).run("0101")
     loop = TuringMachine("loop", 1, ("a",), ("0", BLANK), "a", {("a", (BLANK,)): ("a", (BLANK,), (1,))})
-    with pytest.raises(OverflowError, match="tape 0 left the s=4 cells"):
+    with pytest.raises(OverflowError, match=r"a head left the s=4 cells of the queue \(right end\)"):
         SingleQueueSimulator(loop, 4).run("")
+    left = TuringMachine("left", 1, ("a",), ("0", BLANK), "a", {("a", (BLANK,)): ("a", (BLANK,), (-1,))})
+    with pytest.raises(OverflowError, match=r"a head left the s=6 cells of the queue \(left end\)"):
+        SingleQueueSimulator(left, 6).run("")
     with pytest.raises(RuntimeError, match="did not halt within max_steps=5"):
         SingleQueueSimulator(loop, 40).run("", max_steps=5)
     with pytest.raises(RuntimeError, match="did not halt within max_steps=5"):
@@ -296,11 +303,13 @@ def test_overhead_exponents_follow_the_bound():
         w = "".join(rng.choice("01") for _ in range(s // 2 - 2))
         for k in ov:
             ov[k].append(overhead_per_step(QueueSimulator(tm, s, k).run(w, snapshots=False)))
-        base.append(overhead_per_step(SingleQueueSimulator(tm, s).run(w, snapshots=False)))
+        if s <= 729:                                               # tick by tick: larger s is slow
+            base.append(overhead_per_step(SingleQueueSimulator(tm, s).run(w, snapshots=False)))
     assert 0.9 < loglog_slope(S, ov[1]) < 1.1
     assert 0.42 < loglog_slope(S, ov[2]) < 0.6
     assert 0.28 < loglog_slope(S, ov[3]) < 0.45
-    assert 0.98 < loglog_slope(S, base) < 1.01
+    assert base == [2 * 66 + 1, 2 * 731 + 1]
+    assert 0.98 < loglog_slope(S[:2], base) < 1.0
 
 
 def test_slope_and_overhead_helpers():
@@ -310,6 +319,10 @@ def test_slope_and_overhead_helpers():
         loglog_slope([2], [3])
     with pytest.raises(ValueError, match="must not all be equal"):
         loglog_slope([2, 2], [3, 4])
+    with pytest.raises(ValueError, match="must be finite and > 0"):
+        loglog_slope([2, 4], [3, float("nan")])
+    with pytest.raises(ValueError, match="must be finite and > 0"):
+        loglog_slope([2, 4], [3, 0])
     sim = QueueSimulator(binary_increment(), 16, 2).run("1")
     assert overhead_per_step(sim) == sum(sim.step_ticks) / len(sim.step_ticks)
     sim.step_ticks = []
@@ -445,11 +458,55 @@ def test_transformer_rejects_bad_input():
 def test_experiment_smoke():
     from iclr26.architectures.tm_simulation.experiment import ARMS, make_input, run, simulate
     out = run("smoke", 0)
-    e = out["metrics"]["exponent"]
-    assert set(e) == set(ARMS)
-    assert e["single_queue"] > 0.95 and e["levels3"] < e["levels2"] < 0.7
-    assert out["info"]["runs_checked_step_by_step"] == 9
+    m = out["metrics"]
+    assert set(m["simulator_exact"]) == set(ARMS) and all(v == [1.0] * 6 for v in m["simulator_exact"].values())
+    assert m["transformer_exact"]["transformer"] == [1.0] * 3
+    loc = m["local_exponent"]
+    assert len(loc["levels2"]) == len(loc["levels3"]) == 3            # 3 machines x 1 draw x 1 pair
+    assert all(a < b < 0.7 for a, b in zip(loc["levels3"], loc["levels2"]))
+    assert m["local_exponent_vs_single"]["levels2"] == loc["levels2"]  # same inputs and bounds at smoke
+    assert all(v == pytest.approx(math.log(1463 / 133) / math.log(729 / 64))
+               for v in m["local_exponent_vs_single"]["single_queue"])
+    f = out["info"]["fitted_exponent_mean"]
+    assert f["single_queue"] > 0.95 and f["levels3"] < f["levels2"] < 0.7
     w = make_input("palindrome", 9, random.Random(1))
     assert len(w) == 9
     with pytest.raises(ValueError, match="unknown arm 'x'"):
         simulate("x", copy_machine(), 64)
+    with pytest.raises(ValueError, match="input length n must be >= 0"):
+        make_input("copy", -1, random.Random(0))
+
+
+def test_local_exponents_hand_values_and_rejections():
+    from iclr26.architectures.tm_simulation.experiment import local_exponents
+    assert local_exponents([10, 100, 1000], [2.0, 20.0, 20.0]) == pytest.approx([1.0, 0.0])
+    assert local_exponents([4, 16], [3.0, 6.0]) == pytest.approx([0.5])
+    with pytest.raises(ValueError, match="at least two"):
+        local_exponents([4], [3.0])
+    with pytest.raises(ValueError, match="finite and > 0"):
+        local_exponents([4, 16], [3.0, float("nan")])
+    with pytest.raises(ValueError, match="strictly increasing"):
+        local_exponents([16, 4], [3.0, 6.0])
+
+
+def test_transformer_matches_can_fail(monkeypatch):
+    """The exactness check of the experiment compares the transformer's own tokens with the reference:
+    one corrupted token (the control's state field at one tick) makes it False."""
+    from iclr26.architectures.tm_simulation import experiment as E
+    tm = binary_increment()
+    assert E.transformer_matches(tm, "1", 16, 2, 2)
+    orig = QueueMachineTransformer.forward
+    calls = {"n": 0}
+
+    def corrupt(self, X, op):
+        out = orig(self, X, op)
+        calls["n"] += 1
+        if op[0] == "delta":
+            sl = self.sl["state"]
+            out = out.clone()
+            out[sl] = out[sl].roll(1)
+        return out
+
+    monkeypatch.setattr(QueueMachineTransformer, "forward", corrupt)
+    assert not E.transformer_matches(tm, "1", 16, 2, 2)
+    assert calls["n"] > 0

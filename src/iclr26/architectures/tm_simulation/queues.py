@@ -292,50 +292,120 @@ class QueueSimulator:
 
 
 class SingleQueueSimulator:
-    """The earlier construction (Li & Wang 2025): every tape is a track of one synchronous queue of
-    ``s + 1`` cells (cell ``s`` is a left end marker), with one head marker per track.
+    """The earlier construction (Li & Wang 2025), executed tick by tick: every tape is a track of one
+    synchronous queue of ``s + 1`` cells (cell ``s`` is a left end marker), with one head marker per
+    track, and the finite control holds one cell in a register (a one-cell delay line, so that it can
+    still mark the cell left of a head when the head cell reaches the front).
 
-    A TM step is one full rotation to read the marked cells, a ``delta`` tick, and one full rotation
-    to write them and move the markers: ``2 (s + 1) + 1`` ticks whatever the machine does.
-    Positions run from ``-1`` (one blank cell left of the input) to ``s - 2``.
+    Every tick pops the queue's front into the register and pushes the register's previous cell
+    (possibly rewritten), so the ring of ``s + 2`` cells (queue + register) advances by one cell per
+    tick. A TM step is a read rotation (``s + 2`` ticks: every marked cell passes the register and the
+    control latches its symbol), one ``delta`` tick, and a write rotation (``s + 2`` ticks: the marked
+    cell gets the written symbol, and the marker moves to the next cell (right), stays, or moves to
+    the register's cell (left)). The tick count is that of the ticks executed, not a formula; with
+    this control it is ``2 (s + 2) + 1`` per TM step whatever the machine does.
+    Positions run from ``-1`` (one blank cell left of the input, cell 0) to ``s - 2`` (cell ``s - 1``).
     """
 
     def __init__(self, tm: TuringMachine, s: int):
         if not isinstance(tm, TuringMachine):
             raise TypeError(f"tm must be a TuringMachine, got {type(tm).__name__}")
-        if s < 2:
-            raise ValueError(f"space bound s must be >= 2, got {s}")
+        if isinstance(s, bool) or not isinstance(s, int) or s < 2:
+            raise ValueError(f"space bound s must be an integer >= 2, got {s!r}")
         self.tm, self.s = tm, s
         self.N = s + 1
 
+    def _ring(self):
+        """The cells in tape order (cell 0 first), read from the register and the queue."""
+        cells = [self.reg] + list(self.q)
+        return sorted(cells, key=lambda c: c[0])
+
+    def _tapes(self):
+        cells = self._ring()[: self.s]                       # drop the end marker (cell s)
+        out = []
+        for i in range(self.tm.tapes):
+            syms = [c[1][i] for c in cells]
+            heads = [j for j, c in enumerate(cells) if c[2] >> i & 1]
+            if len(heads) != 1:
+                raise AssertionError(f"track {i} holds {len(heads)} head markers")
+            out.append(normalise_list(syms, heads[0]))
+        return tuple(out)
+
     def run(self, word: str, max_steps: int = 10**7, snapshots: bool = True):
+        """Simulate ``tm`` on ``word`` tick by tick; return ``self`` with ``configs`` (decoded from the
+        ring after every TM step), ``step_ticks`` and ``state``."""
+        from collections import deque
+
         if len(word) > self.s - 2:
             raise ValueError(f"input of length {len(word)} exceeds the space bound s - 2 = {self.s - 2}")
-        tm, N = self.tm, self.N
-        tapes = [[BLANK] * self.s for _ in range(tm.tapes)]   # cell j holds position j - 1
+        tm, k, s = self.tm, self.tm.tapes, self.s
+        # a cell: [index, symbols per track, head-marker bit mask]; cell s is the end marker
+        cells = [[j, [BLANK] * k, 0] for j in range(s)] + [[s, [DUMMY] * k, 0]]
         for j, a in enumerate(word):
-            tapes[0][j + 1] = a
-        heads = [1] * tm.tapes
+            cells[j + 1][1][0] = a
+        cells[1][2] = (1 << k) - 1                           # every head on position 0 (cell 1)
+        self.reg = cells[-1]                                 # the control starts holding the end marker
+        self.q = deque(cells[:-1])
+        q, ring = self.q, s + 2
         t, state = 0, tm.start
-        self.configs = [(state, tuple(normalise_list(x, h) for x, h in zip(tapes, heads)))] if snapshots else []
+        self.configs = [(state, self._tapes())] if snapshots else []
         self.step_ticks = []
         for _ in range(max_steps):
             t0 = t
-            t += N                                            # read rotation: every marked cell passes the front
-            out = tm.step(state, [x[h] for x, h in zip(tapes, heads)])
+            read = [BLANK] * k
+            for _tick in range(ring):                        # read rotation
+                x = q.popleft()
+                q.append(self.reg)
+                self.reg = x
+                t += 1
+                if x[2]:
+                    for i in range(k):
+                        if x[2] >> i & 1:
+                            read[i] = x[1][i]
+            out = tm.step(state, read)
             if out is None:
                 self.state = state
+                self.ticks = t
                 return self
-            t += 1 + N                                        # delta tick, then the write-and-move rotation
+            x = q.popleft()                                  # delta tick: the ring advances once more
+            q.append(self.reg)
+            self.reg = x
+            t += 1
             state, write, move = out
-            for i in range(tm.tapes):
-                tapes[i][heads[i]] = write[i]
-                heads[i] += move[i]
-                if not 0 <= heads[i] < self.s:
-                    raise OverflowError(f"tape {i} left the s={self.s} cells of the queue")
+            done, pending = 0, 0                             # tracks already rewritten; marks to put on the next cell
+            for _tick in range(ring):                        # write rotation
+                x = q.popleft()
+                y = self.reg
+                if pending:                                  # x is the cell right of a head just handled
+                    if x[0] == s:
+                        raise OverflowError(f"a head left the s={s} cells of the queue (right end)")
+                    x[2] |= pending
+                    pending = 0
+                m = x[2] & ~done
+                if m:                                        # x carries a head not yet handled
+                    for i in range(k):
+                        if m >> i & 1:
+                            done |= 1 << i
+                            x[1][i] = write[i]
+                            if move[i] == 1:
+                                x[2] &= ~(1 << i)
+                                pending |= 1 << i
+                            elif move[i] == -1:
+                                if y[0] == s:
+                                    raise OverflowError(f"a head left the s={s} cells of the queue (left end)")
+                                x[2] &= ~(1 << i)
+                                y[2] |= 1 << i
+                q.append(y)
+                self.reg = x
+                t += 1
+            if pending:                                      # the head cell was the last one of the rotation
+                x = q[0]
+                if x[0] == s:
+                    raise OverflowError(f"a head left the s={s} cells of the queue (right end)")
+                x[2] |= pending
             self.step_ticks.append(t - t0)
             if snapshots:
-                self.configs.append((state, tuple(normalise_list(x, h) for x, h in zip(tapes, heads))))
+                self.configs.append((state, self._tapes()))
         raise RuntimeError(f"{tm.name} did not halt within max_steps={max_steps}")
 
 
@@ -348,10 +418,12 @@ def overhead_per_step(sim) -> float:
 
 def loglog_slope(s_values, overheads) -> float:
     """Least-squares slope of ``log overhead`` on ``log s`` (the fitted exponent)."""
+    if len(s_values) < 2 or len(s_values) != len(overheads):
+        raise ValueError("need at least two (s, overhead) pairs of equal length")
+    if any(not (math.isfinite(v) and v > 0) for v in list(s_values) + list(overheads)):
+        raise ValueError("s values and overheads must be finite and > 0")
     xs = [math.log(v) for v in s_values]
     ys = [math.log(v) for v in overheads]
-    if len(xs) < 2 or len(xs) != len(ys):
-        raise ValueError("need at least two (s, overhead) pairs of equal length")
     mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
     sxx = sum((x - mx) ** 2 for x in xs)
     if sxx == 0:
