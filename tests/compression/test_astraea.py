@@ -528,3 +528,95 @@ def test_default_video_dit():
     x = torch.zeros(2, 4, 1, 16, 16)
     out = m(x, torch.rand(2), torch.tensor([1, 10]))
     assert torch.count_nonzero(out) == 0                    # zero-initialised output layer (adaLN-Zero)
+
+
+# ------------------------------------------------------- the change term, defaults, round-robin
+
+
+def test_reference_input_of_the_change_term_is_refreshed_for_computed_tokens():
+    """``Delta`` is measured from the input at which a token was *last computed*: after a partial
+    step the selected tokens' reference is that step's input, the skipped ones keep the old one."""
+    m = _model()
+    x, t, y = _inputs(m)
+    acc = apply_astraea(m, [1.0, 0.25, 0.25])
+    rec, hooks = _record_block_outputs(m)
+    x1 = x + 0.5 * torch.randn(x.shape, generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        m(x, t, y)
+        refs0 = {i: st.last_in.clone() for i, st in acc._states.items()}
+        m(x1, t * 0.5, y)
+    for h in hooks:
+        h.remove()
+    k = int(round(0.25 * m.n_tokens))
+    for i, st in acc._states.items():
+        h1 = [r for r in rec if r[0] == i][1][1]
+        computed = (st.skips == 0)[..., None]
+        assert (computed.sum(1) == k).all()
+        torch.testing.assert_close(st.last_in, torch.where(computed, h1, refs0[i]), atol=0, rtol=0)
+        if i == 0:                                              # the first block's input changed everywhere
+            assert not (h1 == refs0[0]).all(-1).any()
+    acc.remove()
+
+
+def test_default_weights_are_w_alpha_1_and_w_beta_one_half():
+    assert (AstraeaCache([1.0]).w_alpha, AstraeaCache([1.0]).w_beta) == (1.0, 0.5)
+    m = _model()
+    acc = apply_astraea(m, [1.0])
+    assert (acc.w_alpha, acc.w_beta) == (1.0, 0.5)
+    acc.remove()
+    # behaviour that pins w_beta = 0.5 from both sides: a token with Delta = d and no skips against a
+    # token with Delta = 0 skipped once (score 0.5 e = 1.359 at the default)
+    B, N, w = 1, 2, 3
+    h = torch.zeros(B, N, w)
+    for d, winner in ((1.0, 0), (0.8, 1)):                  # 1.5 > 1.359 (w_beta > 0.58 flips it); 1.3 < 1.359 (< 0.47 flips)
+        st = _BlockState(out=torch.zeros(B, N, w), last_in=torch.zeros(B, N, w), lse=torch.ones(B, N),
+                         skips=torch.tensor([[0.0, 1.0]]))
+        h[0, 0, 0] = d
+        assert AstraeaCache([1.0, 0.5])._select(st, h, 1)[0].tolist() == [winner]
+        assert apply_astraea(_model(), [1.0, 0.5])._select(st, h, 1)[0].tolist() == [winner]
+
+
+def test_penalty_only_score_is_a_round_robin():
+    """``w_alpha = 0``: at a 50 % budget every token is computed every other step (no token is ever
+    skipped twice in a row), whatever the inputs."""
+    m = _model()
+    x, t, y = _inputs(m)
+    acc = apply_astraea(m, [1.0] + [0.5] * 6, w_alpha=0.0)
+    with torch.no_grad():
+        for s in range(7):
+            m(x + 0.3 * s * torch.randn(x.shape, generator=torch.Generator().manual_seed(s)), t, y)
+            for st in acc._states.values():
+                assert st.skips.max() <= 1
+                if s > 0:
+                    assert ((st.skips == 0).sum(1) == m.n_tokens // 2).all()
+    acc.remove()
+
+
+def test_non_finite_inputs_raise():
+    ok = torch.ones(2, 3)
+    for name in ("lse", "delta", "skips"):
+        args = {"lse": ok, "delta": ok, "skips": ok}
+        args[name] = torch.tensor([[1.0, float("nan"), 1.0], [1.0, 1.0, 1.0]])
+        with pytest.raises(ValueError, match=f"{name} holds non-finite"):
+            token_scores(**args)
+    with pytest.raises(ValueError, match="must be finite"):
+        psnr(torch.full((2, 3), float("nan")), torch.zeros(2, 3))
+    m = _model()
+    x, t, y = _inputs(m)
+    acc = apply_astraea(m, [1.0, 0.5])
+    with torch.no_grad(), pytest.raises(ValueError, match="input of block 0 holds non-finite"):
+        m(x * float("nan"), t, y)
+    acc.remove()
+
+
+def test_held_out_flow_loss_of_the_zero_predictor():
+    from iclr26.compression.astraea.experiment import _held_out_flow_loss
+
+    m = TinyVideoDiT(FRAMES, D.DiTConfig(image_size=16, patch=4, width=32, depth=1, heads=4))   # zero output layer
+    r = _held_out_flow_loss(m, 4, FRAMES, seed=0)
+    np.testing.assert_allclose(r["trained"], r["zero_velocity"], rtol=1e-6)
+    assert all(1.0 < v < 3.0 for v in r["zero_velocity"])   # E (eps - x0)^2 = 1 + E x0^2 on [-1, 1] data
+    mt = _model()
+    r2 = _held_out_flow_loss(mt, 4, FRAMES, seed=0)
+    np.testing.assert_allclose(r2["zero_velocity"], r["zero_velocity"])
+    assert r2["trained"] != r["trained"]

@@ -54,11 +54,16 @@ def token_scores(lse: torch.Tensor, delta: torch.Tensor, skips: torch.Tensor,
 
     ``lse``: the attention log-sum-exp of each token when it was last computed; ``delta``: the
     L2 change of its block input since then; ``skips``: consecutive skipped steps ``n`` (capped
-    at 60 so that ``exp`` stays finite). All ``(B, N)``.
+    at 60 so that ``exp`` stays finite). All ``(B, N)`` and finite (a NaN raises ``ValueError``).
+    ``w_alpha = 0`` leaves the penalty alone: a round-robin over the least recently computed tokens
+    (the control arm of the claim check that isolates the significance term).
     """
     if not (lse.shape == delta.shape == skips.shape):
         raise ValueError(f"lse, delta and skips must have one shape, got {tuple(lse.shape)}, "
                          f"{tuple(delta.shape)}, {tuple(skips.shape)}")
+    for name, v in (("lse", lse), ("delta", delta), ("skips", skips)):
+        if not torch.isfinite(v).all():
+            raise ValueError(f"{name} holds non-finite values")
     return w_alpha * lse * delta + w_beta * torch.exp(skips.to(lse.dtype).clamp(max=_MAX_SKIPS))
 
 
@@ -222,6 +227,8 @@ class AstraeaCache:
     def _block_forward(self, i, block, h, c):
         if self.step < 0:
             raise RuntimeError("the blocks were called outside a forward of the model Astraea was applied to")
+        if not torch.isfinite(h).all():
+            raise ValueError(f"the input of block {i} holds non-finite values at step {self.step}")
         B, N, w = h.shape
         st = self._states.get(i)
         if st is not None and st.out.shape != h.shape:
@@ -414,5 +421,7 @@ def psnr(x: torch.Tensor, ref: torch.Tensor, data_range: float = 2.0) -> torch.T
         raise ValueError(f"x and ref must have one shape, got {tuple(x.shape)} and {tuple(ref.shape)}")
     if data_range <= 0:
         raise ValueError(f"data_range must be > 0, got {data_range}")
+    if not (torch.isfinite(x).all() and torch.isfinite(ref).all()):
+        raise ValueError("x and ref must be finite")
     mse = ((x - ref) ** 2).reshape(len(x), -1).mean(1).clamp(min=1e-10)
     return 10 * torch.log10(data_range**2 / mse)
