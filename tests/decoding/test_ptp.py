@@ -92,6 +92,46 @@ def test_auxiliaries_lie_in_the_token_interval_and_invert_pick():
     assert abs(float(uu.mean()) - 0.55) < 0.005 and float(uu.min()) >= 0.3 and float(uu.max()) < 0.8
 
 
+def test_training_auxiliaries_follow_beta_inside_the_interval():
+    """The official training draw: r ~ Beta(0.3, 0.3) inside each token's interval (edges favoured);
+    checked against scipy's Beta distribution by a Kolmogorov-Smirnov test on the rescaled draws."""
+    from scipy import stats
+
+    g = torch.Generator().manual_seed(4)
+    p = torch.tensor([0.3, 0.5, 0.2], dtype=torch.float64).expand(20_000, 3)
+    tokens = torch.ones(20_000, dtype=torch.long)
+    u = sample_auxiliaries(p, tokens, generator=g, concentration=0.3)
+    assert float(u.min()) >= 0.3 and float(u.max()) < 0.8 and torch.equal(pick(u, p), tokens)
+    r = ((u - 0.3) / 0.5).numpy()
+    assert stats.kstest(r, stats.beta(0.3, 0.3).cdf).pvalue > 0.01
+    assert stats.kstest(r, "uniform").pvalue < 1e-6                      # not the uniform evaluation draw
+    # a seeded generator repeats the draw; concentration 1 is the uniform draw of the same uniforms
+    g1, g2 = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
+    torch.testing.assert_close(sample_auxiliaries(p[:50], tokens[:50], generator=g1, concentration=1.0),
+                               sample_auxiliaries(p[:50], tokens[:50], generator=g2), atol=1e-12, rtol=0)
+    for bad in (0.0, -1.0, float("nan"), float("inf"), True):
+        with pytest.raises(ValueError, match="concentration must be a finite number > 0"):
+            sample_auxiliaries(p[:5], tokens[:5], concentration=bad)
+
+
+def test_train_ptp_uses_the_official_training_draw(monkeypatch, teacher):
+    import iclr26.decoding.ptp.model as m
+
+    seen = []
+    real = m.sample_auxiliaries
+
+    def spy(*a, **kw):
+        seen.append(kw.get("concentration"))
+        return real(*a, **kw)
+
+    monkeypatch.setattr(m, "sample_auxiliaries", spy)
+    s = PTPForCausalLM.from_teacher(teacher)
+    seq = _text(teacher, 4, 6, 3)
+    train_ptp(s, teacher, seq, 2, k=2, batch_size=2)
+    train_ptp(s, teacher, seq, 1, k=2, batch_size=2, aux_concentration=None)
+    assert seen == [0.3, 0.3, None]
+
+
 def test_token_intervals_hand_example():
     lo, hi = token_intervals(torch.tensor([[0.2, 0.0, 0.5, 0.3]], dtype=torch.float64), torch.tensor([2]))
     assert abs(float(lo) - 0.2) < 1e-12 and abs(float(hi) - 0.7) < 1e-12
@@ -447,7 +487,8 @@ def test_quick_scale_runs_one_seed():
 def test_train_ptp_defaults_and_argument_checks(teacher):
     import inspect
     d = {k: v.default for k, v in inspect.signature(train_ptp).parameters.items() if v.default is not inspect._empty}
-    assert d == dict(k=8, batch_size=32, lr=1e-3, min_context=2, seed=0, temperature=1.0, clip_grad=1.0)
+    assert d == dict(k=8, batch_size=32, lr=1e-3, min_context=2, seed=0, temperature=1.0, clip_grad=1.0,
+                     aux_concentration=0.3)
     s = PTPForCausalLM.from_teacher(teacher)
     seq = _text(teacher, 4, 5, 3)
     for name, kw in (("steps", dict(steps=True)), ("k", dict(k=0)), ("batch_size", dict(batch_size=0)),

@@ -289,6 +289,13 @@ def test_finetune_to_accuracy_stops_at_target(lm):
     z = finetune_to_accuracy(model3, tok, X, y, Xv, yv, 0.0, max_steps=5, labels=labels)
     assert z["steps"] == 0 and z["reached"] and len(z["history"]) == 1
     assert all(torch.equal(a, b) for a, b in zip(p0, model3.parameters()))
+    # a target equal to the untrained accuracy is met, not exceeded-then-met: "reaches" is >=, so the
+    # run stops at step 0 (the matched-accuracy rule; a strict comparison would train past the match)
+    a0 = z["history"][0][1]
+    assert 0.0 < a0 < 1.0
+    model4 = with_lora(wl(vocab_size=len(ALPHA), hidden_size=24, num_layers=2, seed=1), r=4, seed=0)
+    eq = finetune_to_accuracy(model4, tok, X, y, Xv, yv, a0, max_steps=5, lr=5e-2, labels=labels)
+    assert eq["steps"] == 0 and eq["reached"] and eq["val_accuracy"] == a0
     # val accuracy reported is the accuracy of the returned model
     acc = np.mean((score_queries(model, tok, [format_query(x) for x in Xv], labels=labels).prob > 0.5) == yv)
     assert out["val_accuracy"] == pytest.approx(acc)

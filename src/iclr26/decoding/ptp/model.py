@@ -99,12 +99,25 @@ def token_intervals(probs: torch.Tensor, tokens: torch.Tensor) -> tuple[torch.Te
     return lo.clamp(min=0.0), hi.clamp(max=1.0)
 
 
-def sample_auxiliaries(probs: torch.Tensor, tokens: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
-    """u ~ U[F(t - 1), F(t)): auxiliaries consistent with ``tokens`` under ``probs`` (paper, Sec. 3.2;
-    official code ``sample_auxiliaries``), so that Pick(u, probs) = tokens. float64; values of
-    zero-probability tokens are the left edge of their (empty) interval."""
+def sample_auxiliaries(probs: torch.Tensor, tokens: torch.Tensor, generator: torch.Generator | None = None,
+                       concentration: float | None = None) -> torch.Tensor:
+    """u = F(t - 1) + r (F(t) - F(t - 1)): auxiliaries consistent with ``tokens`` under ``probs`` (paper,
+    Sec. 3.2; official code ``sample_auxiliaries`` in ``src/ptp/lit.py``), so that Pick(u, probs) = tokens.
+
+    ``concentration=None``: r ~ U[0, 1) (the official evaluation draw). ``concentration=a``:
+    r ~ Beta(a, a), which puts the auxiliaries near the edges of each token's interval (the official
+    training draw uses a = 0.3); drawn as the Beta inverse CDF of the generator's uniforms, so a seeded
+    generator gives the same auxiliaries. float64; values of zero-probability tokens are the left edge
+    of their (empty) interval."""
     lo, hi = token_intervals(probs, tokens)
     r = torch.rand(lo.shape, generator=generator, dtype=torch.float64)
+    if concentration is not None:
+        if isinstance(concentration, bool) or not isinstance(concentration, (int, float)) \
+                or not 0 < concentration < float("inf"):
+            raise ValueError(f"concentration must be a finite number > 0 or None, got {concentration!r}")
+        from scipy.special import betaincinv
+
+        r = torch.from_numpy(betaincinv(float(concentration), float(concentration), r.numpy()))
     u = lo + r * (hi - lo)
     # keep u strictly inside [lo, hi) and inside [0, 1) despite rounding
     return torch.minimum(u, torch.nextafter(hi, torch.zeros_like(hi))).clamp(0.0, 1.0 - 1e-12)
@@ -274,11 +287,13 @@ def _teacher_probs(teacher, sequences: torch.Tensor, batch_size: int = 64, tempe
 
 def train_ptp(ptp: PTPForCausalLM, teacher, sequences: torch.Tensor, steps: int, *, k: int = 8, batch_size: int = 32,
               lr: float = 1e-3, min_context: int = 2, seed: int = 0, temperature: float = 1.0,
-              clip_grad: float | None = 1.0) -> list[float]:
+              clip_grad: float | None = 1.0, aux_concentration: float | None = 0.3) -> list[float]:
     """Train ``ptp`` (AdamW, ``steps`` steps) with :func:`ptp_loss` on ``sequences`` (N, L): each step
     draws ``batch_size`` rows and a context length ``start`` in [min_context, L - k]; the auxiliaries
-    are drawn inside the teacher's CDF interval of each token (u ~ U[F(t-1), F(t)), fresh every step),
-    so the student learns the teacher's Pick map. Batches, starts and auxiliaries come from a
+    are drawn inside the teacher's CDF interval of each token (u = F(t-1) + r (F(t) - F(t-1)), fresh
+    every step), so the student learns the teacher's Pick map. ``r ~ Beta(aux_concentration,
+    aux_concentration)``, 0.3 as the official training step (``src/ptp/lit.py``,
+    ``sample_auxiliaries`` with ``eval=False``); ``None`` draws r uniformly (the evaluation draw). Batches, starts and auxiliaries come from a
     generator seeded by ``seed`` (arms trained with one seed see the same data). Returns the losses."""
     for name, v in (("steps", steps), ("k", k), ("batch_size", batch_size), ("min_context", min_context)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -298,7 +313,8 @@ def train_ptp(ptp: PTPForCausalLM, teacher, sequences: torch.Tensor, steps: int,
         start = int(torch.randint(min_context, L - k + 1, (1,), generator=g))
         seq = sequences[idx, : start + k]
         u = torch.zeros(seq.shape, dtype=torch.float64)
-        u[:, start:] = sample_auxiliaries(probs[idx, start: start + k], seq[:, start:], generator=g)
+        u[:, start:] = sample_auxiliaries(probs[idx, start: start + k], seq[:, start:], generator=g,
+                                          concentration=aux_concentration)
         loss = ptp_loss(ptp, seq, u, start, k)
         opt.zero_grad(set_to_none=True)
         loss.backward()
