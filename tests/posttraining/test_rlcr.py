@@ -349,3 +349,19 @@ def test_voting_keys_weights_and_messages():
         majority_vote([])
     with pytest.raises(ValueError, match=r"^confidences must lie in \[0, 1\]$"):
         max_confidence(["a"], [-0.1])
+
+
+def test_discrimination_auroc_and_constant_brier():
+    from iclr26.posttraining.rlcr.experiment import calibration, discrimination_auroc
+
+    # hand example: right answers at 0.9 and 0.6, wrong at 0.6 and 0.2 -> pairs (r, w): 4, ties count half
+    assert discrimination_auroc([0.9, 0.6, 0.6, 0.2], [1, 1, 0, 0]) == pytest.approx((1 + 1 + 0.5 + 1) / 4)
+    assert discrimination_auroc([0.2, 0.9], [1, 0]) == 0.0                   # inverted ranking
+    assert discrimination_auroc([0.5, 0.5, 0.5], [1, 0, 1]) == 0.5           # a constant does not rank
+    assert discrimination_auroc([0.3, None, 0.8], [0, 1, 1]) == 1.0          # unparsed confidences dropped
+    assert discrimination_auroc([0.3, 0.8], [1, 1]) == 0.5                   # one outcome: undefined -> 0.5
+    ev = dict(conf=[0.9, 0.6, None, 0.2], correct=[True, True, False, False])
+    out = calibration(ev)
+    assert out["accuracy"] == 0.5 and out["brier_constant"] == pytest.approx(0.25)
+    assert out["brier"] == pytest.approx(np.mean([0.01, 0.16, 1.0, 0.04]))
+    assert out["auroc"] == 1.0

@@ -38,7 +38,8 @@ SCALES = {
                   model="qwen2.5-coder-1.5b", difficulty=4, max_new_tokens=48, steps=500, prompts_per_step=16,
                   num_generations=8, lr=1e-5, lora_r=16, n_test=1000, n_vote=1000, k=32, batch_size=32),
 }
-SEEDS = {"smoke": 1, "quick": 3, "paper": 5}
+SEEDS = {"smoke": 1, "quick": 5, "paper": 5}   # quick: 5, fixed before the run at the current code (the published
+                                               # 3-seed run was extended to 5 after an inconclusive look)
 
 MISREPORT_GAP = 0.05   # a "misreport" is any q at least this far from p (our choice)
 PAIR_GAP = 0.1         # pairs (p_lo, p_hi) differ by at least this much (our choice)
@@ -149,14 +150,32 @@ def evaluate(model, tok, problems, cfg, k=1, seed=0):
                 texts=texts)
 
 
+def discrimination_auroc(conf, correct) -> float:
+    """AUROC of the verbalised confidence for correctness over the items with a parsed confidence
+    (scikit-learn's ``roc_auc_score``; ties count half): 0.5 = the confidence does not rank right
+    answers above wrong ones, as a constant would. 0.5 when only one outcome occurs (undefined)."""
+    from sklearn.metrics import roc_auc_score
+
+    pairs = [(q, bool(c)) for q, c in zip(conf, correct) if q is not None]
+    ys = [c for _, c in pairs]
+    if not pairs or all(ys) or not any(ys):
+        return 0.5
+    return float(roc_auc_score(ys, [q for q, _ in pairs]))
+
+
 def calibration(ev):
     """Held-out Brier score (the library's ``brier_score``; a missing confidence costs the worst
-    term, 1, as in the reward), ECE over the parsed confidences and accuracy."""
+    term, 1, as in the reward), ECE over the parsed confidences, accuracy, the AUROC of the
+    confidence for correctness (:func:`discrimination_auroc`) and ``brier_constant``: the Brier score
+    of always reporting the model's own held-out accuracy a, a (1 - a), the best constant confidence
+    (an oracle constant: it is chosen on the evaluation items, which favours the constant)."""
     brier = [R.brier_score(q, c) if q is not None else 1.0 for q, c in zip(ev["conf"], ev["correct"])]
     have = [i for i, q in enumerate(ev["conf"]) if q is not None]
     ece = (R.expected_calibration_error([ev["conf"][i] for i in have], [ev["correct"][i] for i in have])
            if have else 1.0)
-    return dict(brier=float(np.mean(brier)), ece=float(ece), accuracy=float(np.mean(ev["correct"])),
+    acc = float(np.mean(ev["correct"]))
+    return dict(brier=float(np.mean(brier)), ece=float(ece), accuracy=acc,
+                brier_constant=acc * (1.0 - acc), auroc=discrimination_auroc(ev["conf"], ev["correct"]),
                 format_rate=len(have) / len(ev["conf"]),
                 mean_conf=float(np.mean([ev["conf"][i] for i in have])) if have else None)
 
@@ -214,7 +233,9 @@ def run(scale: str, seed: int) -> dict:
             "expected_reward": {"truthful": truthful.tolist(), "best_misreport": best_mis.tolist()},
             "brier_optimal_reward": {"more_likely": b_hi.tolist(), "less_likely": b_lo.tolist()},
             "log_optimal_reward": {"more_likely": l_hi.tolist(), "less_likely": l_lo.tolist()},
-            "heldout_brier": {"rlcr": rl["rlcr"]["brier"], "rlvr": rl["rlvr"]["brier"]},
+            "heldout_brier": {"rlcr": rl["rlcr"]["brier"], "rlvr": rl["rlvr"]["brier"],
+                              "rlcr_constant": rl["rlcr"]["brier_constant"]},
+            "heldout_auroc": {"rlcr": rl["rlcr"]["auroc"], "rlvr": rl["rlvr"]["auroc"]},
             "heldout_ece": {"rlcr": rl["rlcr"]["ece"], "rlvr": rl["rlvr"]["ece"]},
             "heldout_accuracy": {"rlcr": rl["rlcr"]["accuracy"], "rlvr": rl["rlvr"]["accuracy"]},
             "vote_correct": {"confidence_weighted": v["weighted"], "majority": v["majority"]},
