@@ -549,3 +549,30 @@ def test_decoder_layers_of_a_gpt2_style_container():
 def test_tiny_model_passes_kernel_size():
     m = SWATTTLM(SWATTTConfig(vocab_size=20, d_model=16, n_heads=2, kernel_size=3))
     assert m.blocks[0]["mlp"].ttt_conv.kernel_size == (3,)
+
+
+def test_generate_refuses_a_reused_kv_cache_and_decodes_exactly_without_one():
+    """With a KV cache each decoding call sees one token, so the fast weights would silently restart:
+    a filled cache raises, and the default (cache off) decodes exactly as greedy argmax over the
+    full-prefix forward."""
+    from iclr26.models.testing import wide_llama
+
+    torch.manual_seed(0)
+    model = wide_llama(vocab_size=40, hidden_size=32, num_layers=2, seed=3)
+    apply_inplace_ttt(model, chunk_size=4, eta=1.0)
+    for layer in model.model.layers:                       # move V^ off 0 so the fast weights act
+        layer.mlp.ttt_conv.weight.data.normal_(std=0.5)
+    model.eval()
+    ids = torch.randint(0, 40, (1, 11), generator=torch.Generator().manual_seed(1))
+    with pytest.raises(ValueError, match="KV cache cannot be reused"):
+        model.generate(ids, max_new_tokens=4, do_sample=False, use_cache=True, pad_token_id=0)
+    out = model.generate(ids, max_new_tokens=4, do_sample=False, pad_token_id=0)
+    seq = ids
+    with torch.no_grad():
+        for _ in range(4):
+            nxt = model(seq, use_cache=False).logits[:, -1].argmax(-1, keepdim=True)
+            seq = torch.cat([seq, nxt], dim=1)
+    assert torch.equal(out, seq)
+    # applying to another set of layers keeps one guard
+    n_hooks = len(model._forward_pre_hooks)
+    assert n_hooks >= 1

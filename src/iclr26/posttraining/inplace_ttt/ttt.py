@@ -236,7 +236,12 @@ def apply_inplace_ttt(model: nn.Module, layers: str | Iterable[int] = "all", tar
     e.g. ``range(0, n_layers, 6)``). ``target_source``: ``"mlp_input"`` (official default) or
     ``"input_embed"`` (the paper's ``X_0``: a forward hook on the input embeddings stores them for
     the wrapped MLPs). ``kwargs`` go to :class:`InPlaceTTTMLP`. Returns the wrapped indices.
-    Generation must not reuse a KV cache across calls (each call restarts the fast weights).
+
+    Decoding with a KV cache feeds one new token per call, so the fast weights (which are a function
+    of the whole prefix) would restart from ``W^(0)`` at every step and silently drop the updates of
+    the earlier chunks. The model's ``use_cache`` defaults are therefore switched off, and a forward
+    call that receives a non-empty cache raises a ``ValueError``; ``generate`` recomputes the prefix
+    at every step (exact, quadratic in the length).
     """
     if target_source not in TARGET_SOURCES:
         raise ValueError(f"target_source must be one of {TARGET_SOURCES}, got {target_source!r}")
@@ -267,4 +272,34 @@ def apply_inplace_ttt(model: nn.Module, layers: str | Iterable[int] = "all", tar
         wrapped = InPlaceTTTMLP(mlp, **kwargs)
         wrapped._embed_store = store
         blocks[i].mlp = wrapped
+    _forbid_cache_reuse(model)
     return idx
+
+
+def _cache_length(past) -> int:
+    if past is None:
+        return 0
+    if hasattr(past, "get_seq_length"):
+        return int(past.get_seq_length())
+    try:                                                   # legacy tuple of (key, value) per layer
+        return int(past[0][0].shape[-2]) if len(past) else 0
+    except (TypeError, IndexError, AttributeError):
+        return 1                                           # an unknown non-empty cache object
+
+
+def _forbid_cache_reuse(model: nn.Module) -> None:
+    """Turn the model's KV-cache defaults off and refuse a forward call with a filled cache."""
+    for cfg in (getattr(model, "config", None), getattr(model, "generation_config", None)):
+        if cfg is not None and hasattr(cfg, "use_cache"):
+            cfg.use_cache = False
+    if getattr(model, "_inplace_ttt_cache_guard", False):
+        return
+
+    def _guard(_module, args, kwargs):
+        # the cache argument is ``cache`` in transformers >= 5, ``past_key_values`` before
+        if max(_cache_length(kwargs.get("cache")), _cache_length(kwargs.get("past_key_values"))) > 0:
+            raise ValueError("In-Place TTT fast weights depend on the whole prefix, so a KV cache cannot be "
+                             "reused: call generate(..., use_cache=False) (the default after apply_inplace_ttt)")
+
+    model.register_forward_pre_hook(_guard, with_kwargs=True)
+    model._inplace_ttt_cache_guard = True
