@@ -7,8 +7,8 @@ import pytest
 import torch
 from torch import nn
 
-from iclr26.generative.dupa import (DDTConfig, DecoupledDiT, DUPALoss, REPALoss, negative_cosine, train_ddt,
-                                    training_loss)
+from iclr26.generative.dupa import (DDTConfig, DecoupledDiT, DUPALoss, REPALoss, condition_disagreement,
+                                    negative_cosine, train_ddt, training_loss)
 from iclr26.generative.dupa.model import AdaLNBlock
 from iclr26.models import diffusion as D
 
@@ -289,6 +289,191 @@ def test_matched_compute_dual_methods_see_half_the_images_twice():
     assert sizes == {"none": [20, 20], "dual": [20, 20], "dupa": [20, 20]}
 
 
+def _batch_sizes(method, batch_size, match, steps=2):
+    X, y = D.load_digits_8x8("train")
+    m = _small(4)
+    seen, real = [], m.forward
+
+    def spy(x, t, yy, return_condition=False):
+        seen.append(len(x))
+        return real(x, t, yy, return_condition)
+
+    m.forward = spy
+    train_ddt(m, X, y, method, steps=steps, batch_size=batch_size, match=match,
+              align=DUPALoss(32) if method == "dupa" else None)
+    return seen
+
+
+def test_matched_images_dual_methods_see_every_image_twice():
+    assert _batch_sizes("none", 20, "images") == [20, 20]
+    assert _batch_sizes("dual", 20, "images") == [40, 40]
+    assert _batch_sizes("dupa", 21, "images") == [42, 42]          # any batch size at matched images
+    assert _batch_sizes("none", 21, "compute") == [21, 21]         # single-path methods take odd batches
+
+
+def test_matched_images_pairs_the_two_noisings_of_one_image():
+    """At matched images the two halves of the model batch are two noisings of the same images."""
+    X, y = D.load_digits_8x8("train")
+    m = _small(4)
+    batches, real = [], m.forward
+
+    def spy(x, t, yy, return_condition=False):
+        batches.append((x.detach().clone(), t.detach().clone(), yy.clone()))
+        return real(x, t, yy, return_condition)
+
+    m.forward = spy
+    train_ddt(m, X, y, "dual", steps=1, batch_size=6, match="images", p_uncond=0.0)
+    x, t, yy = batches[0]
+    assert torch.equal(t[:6], t[6:]) and torch.equal(yy[:6], yy[6:])
+    assert not torch.allclose(x[:6], x[6:])
+    idx = torch.randint(len(X), (6,), generator=torch.Generator().manual_seed(0))
+    assert torch.equal(yy[:6], torch.as_tensor(y)[idx])
+
+
+def test_odd_batch_at_matched_compute_is_rejected_for_dual_methods():
+    for method in ("dual", "dupa"):
+        with _raises(f"batch_size must be even for method {method!r} at matched compute "
+                     "(it counts noisy inputs, two per image), got 21"):
+            _batch_sizes(method, 21, "compute")
+    with _raises("match must be one of ('compute', 'images'), got 'epochs'"):
+        _batch_sizes("none", 20, "epochs")
+
+
+# ------------------------------------------------------------------------------------- non-finite input
+
+
+def test_nan_images_and_targets_raise():
+    m = _small(0)
+    X, Y = np.zeros((10, 1, 8, 8), np.float32), np.zeros(10, np.int64)
+    for bad in (np.nan, np.inf, -np.inf):
+        Xb = X.copy()
+        Xb[3, 0, 2, 2] = bad
+        with _raises("X must be finite (it holds NaN or inf)"):
+            train_ddt(m, Xb, Y, "none", steps=1, batch_size=2)
+        with _raises("x0 must be finite (it holds NaN or inf)"):
+            training_loss(m, torch.as_tensor(Xb[2:4]), torch.tensor([0, 1]), "none")
+        with _raises("x0 must be finite (it holds NaN or inf)"):
+            condition_disagreement(m, torch.as_tensor(Xb[2:4]), torch.tensor([0, 1]))
+    tgt = torch.zeros(2, 4)
+    tgt[1, 1] = float("nan")
+    with _raises("target must be finite (it holds NaN or inf)"):
+        training_loss(m, torch.zeros(2, 1, 8, 8), torch.tensor([0, 1]), "repa", REPALoss(32, 4), target=tgt)
+
+
+def test_training_stops_on_a_non_finite_loss():
+    X, y = D.load_digits_8x8("train")
+    m = _small(0)
+    with torch.no_grad():
+        m.out.weight.fill_(float("inf"))
+    with pytest.raises(FloatingPointError, match="non-finite training loss"):
+        train_ddt(m, X, y, "none", steps=3, batch_size=8)
+
+
+class _NaNGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        return torch.full_like(g, float("nan"))
+
+
+class _NaNGradProjector(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(32, 32)
+
+    def forward(self, z):
+        return _NaNGrad.apply(self.lin(z))
+
+
+def test_training_stops_on_a_non_finite_gradient_and_removes_its_hooks():
+    X, y = D.load_digits_8x8("train")
+    m = _small(0)
+    align = DUPALoss(32, projector=_NaNGradProjector())
+    with pytest.raises(FloatingPointError, match="non-finite gradient"):
+        train_ddt(m, X, y, "dupa", steps=3, batch_size=8, align=align)
+    # the hooks are gone: a plain backward with a NaN gradient no longer raises
+    v = m(torch.zeros(2, 1, 8, 8), torch.rand(2), torch.tensor([0, 1]))
+    (v.sum() * float("nan")).backward()
+
+
+# ------------------------------------------------------------------------------------- mechanism probe
+
+
+def test_condition_disagreement_against_a_manual_reference(trained):
+    m, X, y = trained
+    x0, yy = torch.as_tensor(X[:12]), torch.as_tensor(y[:12])
+    for share_t in (True, False):
+        got = condition_disagreement(m, x0, yy, share_t=share_t, generator=torch.Generator().manual_seed(3))
+        g = torch.Generator().manual_seed(3)
+        t1 = torch.rand(12, generator=g)
+        t2 = t1 if share_t else torch.rand(12, generator=g)
+        e1, e2 = torch.randn(x0.shape, generator=g), torch.randn(x0.shape, generator=g)
+        with torch.no_grad():
+            z1 = m.encode((1 - t1.view(-1, 1, 1, 1)) * x0 + t1.view(-1, 1, 1, 1) * e1, t1, yy).numpy()
+            z2 = m.encode((1 - t2.view(-1, 1, 1, 1)) * x0 + t2.view(-1, 1, 1, 1) * e2, t2, yy).numpy()
+        ref = float(np.mean(1 - _np_cos(z1.astype(np.float64), z2.astype(np.float64))))
+        assert got == pytest.approx(ref, rel=1e-5, abs=1e-7)
+        assert 0.0 < got < 2.0
+    m.train()
+    condition_disagreement(m, x0, yy)
+    assert m.training
+
+
+def test_condition_disagreement_is_zero_for_identical_paths_and_grows_with_separate_timesteps(trained):
+    m, X, y = trained
+    x0, yy = torch.as_tensor(X[:40]), torch.as_tensor(y[:40])
+
+    # an encoder that ignores its input gives identical conditions: zero disagreement
+    class Const(nn.Module):
+        training = False
+
+        def encode(self, x, t, y):
+            return torch.ones(len(x), 16, 8)
+
+        def train(self, mode=True):
+            return self
+
+        def eval(self):
+            return self
+
+    assert condition_disagreement(Const(), x0, yy) == pytest.approx(0.0, abs=1e-7)
+    shared = condition_disagreement(m, x0, yy, True, torch.Generator().manual_seed(5))
+    separate = condition_disagreement(m, x0, yy, False, torch.Generator().manual_seed(5))
+    assert separate > shared
+
+
+# ------------------------------------------------------------------------------------- steps to reach an FD
+
+
+def test_steps_to_reach_interpolates_log_linearly_and_censors():
+    from iclr26.generative.dupa.experiment import steps_to_reach
+
+    steps = [50, 100, 200, 400]
+    # FD halves per doubling of steps: log FD is linear in log step, so the interpolation is exact
+    fds = [80.0, 40.0, 20.0, 10.0]
+    assert steps_to_reach(steps, fds, 40.0, 800) == pytest.approx(100.0)
+    assert steps_to_reach(steps, fds, 40.0 / np.sqrt(2), 800) == pytest.approx(100.0 * np.sqrt(2))
+    assert steps_to_reach(steps, fds, 15.0, 800) == pytest.approx(200 * 20 / 15)
+    assert steps_to_reach(steps, fds, 100.0, 800) == 50.0                 # already there at the first checkpoint
+    assert steps_to_reach(steps, fds, 9.99, 800) == 800.0                 # never reached: censored
+    # the FIRST crossing counts even if the curve rises again afterwards
+    assert steps_to_reach(steps, [80.0, 30.0, 60.0, 20.0], 40.0, 800) < 100.0
+    assert steps_to_reach(steps, [80.0, 30.0, 60.0, 20.0], 40.0, 800) > 50.0
+    with _raises("beyond must exceed the last step 400.0, got 400"):
+        steps_to_reach(steps, fds, 15.0, 400)
+    with _raises("fds and target must be finite and > 0"):
+        steps_to_reach(steps, [80.0, np.nan, 20.0, 10.0], 15.0, 800)
+    with _raises("fds and target must be finite and > 0"):
+        steps_to_reach(steps, fds, float("nan"), 800)
+    with _raises("steps must be positive and increasing, got [50.0, 50.0, 200.0, 400.0]"):
+        steps_to_reach([50, 50, 200, 400], fds, 15.0, 800)
+    with _raises("steps and fds must be 1-d arrays of one length, got (4,) and (3,)"):
+        steps_to_reach(steps, fds[:3], 15.0, 800)
+
+
 # ------------------------------------------------------------------------------------- rejection
 
 
@@ -407,7 +592,7 @@ def test_documented_defaults():
 
     assert defaults(train_ddt) == dict(method="dupa", steps=1000, batch_size=128, lr=1e-3, lam=0.5, align=None,
                                        target_fn=None, p_uncond=0.1, ema=0.995, seed=0, share_t=True,
-                                       checkpoints=(), on_checkpoint=None)
+                                       checkpoints=(), on_checkpoint=None, match="compute")
     assert defaults(training_loss) == dict(method="dupa", align=None, lam=0.5, target=None, p_uncond=0.1,
                                            share_t=True, generator=None)
     assert defaults(DUPALoss.__init__) == dict(projector=True, symmetric=True, stop_gradient=True, hidden=None)
@@ -422,7 +607,7 @@ def test_quick_claim_check_runs():
     from iclr26.generative.dupa import experiment
 
     out = experiment.run("quick", 0)
-    assert set(out["metrics"]["log_fd_final"]) == {"ddt", "dupa", "dual", "repa"}
+    assert set(out["metrics"]["log_fd_final"]) == {"ddt", "dupa_img", "dual_img", "dupa_sep", "trivial"}
     assert all(np.isfinite(v) for v in out["metrics"]["log_fd_final"].values())
 
 

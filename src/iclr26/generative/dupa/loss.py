@@ -26,6 +26,7 @@ from torch import nn
 from iclr26.models.diffusion import train_diffusion
 
 METHODS = ("none", "dual", "dupa", "repa")
+MATCHES = ("compute", "images")
 
 
 def negative_cosine(pred, target, stop_gradient: bool = True):
@@ -131,6 +132,10 @@ def training_loss(model, x0, y, method: str = "dupa", align: nn.Module | None = 
         raise ValueError(f"p_uncond must be in [0, 1], got {p_uncond}")
     if not np.isfinite(lam) or lam < 0:
         raise ValueError(f"lam must be finite and >= 0, got {lam}")
+    if not torch.isfinite(x0).all():
+        raise ValueError("x0 must be finite (it holds NaN or inf)")
+    if target is not None and not torch.isfinite(target).all():
+        raise ValueError("target must be finite (it holds NaN or inf)")
     B = x0.shape[0]
     drop = torch.rand(B, generator=generator) < p_uncond
     y = torch.where(drop, torch.full_like(y, model.n_classes), y)
@@ -148,30 +153,68 @@ def training_loss(model, x0, y, method: str = "dupa", align: nn.Module | None = 
         fm = ((v - (torch.cat([eps1, eps2]) - torch.cat([x0, x0]))) ** 2).mean()
         al = align(z[:B], z[B:]) if method == "dupa" else torch.zeros(())
     loss = fm + lam * al if method in ("dupa", "repa") else fm
+    if not torch.isfinite(loss):
+        raise FloatingPointError(f"non-finite training loss ({float(loss.detach())}) for method {method!r}")
     return loss, float(fm.detach()), float(al.detach())
+
+
+@torch.no_grad()
+def condition_disagreement(model, x0, y, share_t: bool = True, generator=None) -> float:
+    """Mechanism probe: ``mean_n [1 - cos(z^(1)_n, z^(2)_n)]`` between the raw conditions (no
+    projector) of two independent noisings of ``x0`` at one timestep per image (``share_t``) or
+    two. The quantity DUPA's ``L_align`` pushes down through ``h_phi``; measured with the model in
+    eval mode, labels kept (no drop), so arms trained with and without the alignment term can be
+    compared on the same held-out images and noise."""
+    x0 = torch.as_tensor(x0, dtype=torch.float32)
+    if not torch.isfinite(x0).all():
+        raise ValueError("x0 must be finite (it holds NaN or inf)")
+    B = x0.shape[0]
+    t1 = torch.rand(B, generator=generator)
+    t2 = t1 if share_t else torch.rand(B, generator=generator)
+    e1, e2 = torch.randn(x0.shape, generator=generator), torch.randn(x0.shape, generator=generator)
+    was = model.training
+    model.eval()
+    try:
+        z1 = model.encode(_noised(x0, t1, e1), t1, y)
+        z2 = model.encode(_noised(x0, t2, e2), t2, y)
+    finally:
+        model.train(was)
+    return float(negative_cosine(z1, z2))
 
 
 def train_ddt(model, X, y, method: str = "dupa", steps: int = 1000, batch_size: int = 128, lr: float = 1e-3,
               lam: float = 0.5, align: nn.Module | None = None, target_fn: Callable | None = None,
               p_uncond: float = 0.1, ema: float | None = 0.995, seed: int = 0, share_t: bool = True,
-              checkpoints=(), on_checkpoint: Callable | None = None):
+              checkpoints=(), on_checkpoint: Callable | None = None, match: str = "compute"):
     """Train ``model`` in place with AdamW at a constant ``lr``; returns a dict of per-step losses.
 
-    ``batch_size`` is the number of *noisy inputs* per step, so every method does the same number of
-    model evaluations per step (matched compute): ``"none"`` / ``"repa"`` see ``batch_size`` images,
-    ``"dual"`` / ``"dupa"`` see ``batch_size // 2`` images twice. ``target_fn(x0) -> features`` gives
-    REPA's targets. At each step in ``checkpoints`` ``on_checkpoint(step, model)`` is called with the
-    EMA weights loaded (the model is restored afterwards); at the end the EMA weights are kept.
+    ``match="compute"`` (the default): ``batch_size`` is the number of *noisy inputs* per step, so
+    every method does the same number of model evaluations per step: ``"none"`` / ``"repa"`` see
+    ``batch_size`` images, ``"dual"`` / ``"dupa"`` see ``batch_size / 2`` images twice (an odd
+    ``batch_size`` is then rejected: it cannot be matched). ``match="images"``: ``batch_size`` is the
+    number of *distinct images* per step for every method, so the dual-path methods evaluate the
+    model on ``2 * batch_size`` inputs (the paper's comparison at equal epochs). ``target_fn(x0) ->
+    features`` gives REPA's targets. At each step in ``checkpoints`` ``on_checkpoint(step, model)``
+    is called with the EMA weights loaded (the model is restored afterwards); at the end the EMA
+    weights are kept. A non-finite loss or gradient stops training with ``FloatingPointError``.
     """
     if steps < 1 or batch_size < 2:
         raise ValueError(f"steps must be >= 1 and batch_size >= 2, got {steps}, {batch_size}")
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if match not in MATCHES:
+        raise ValueError(f"match must be one of {MATCHES}, got {match!r}")
+    if match == "compute" and method in ("dual", "dupa") and batch_size % 2:
+        raise ValueError(f"batch_size must be even for method {method!r} at matched compute "
+                         f"(it counts noisy inputs, two per image), got {batch_size}")
+    Xt = torch.as_tensor(np.asarray(X), dtype=torch.float32)
+    if not torch.isfinite(Xt).all():
+        raise ValueError("X must be finite (it holds NaN or inf)")
     if method == "repa" and target_fn is None:
         raise ValueError("method 'repa' needs target_fn")
     if ema is not None and not 0.0 <= ema < 1.0:
         raise ValueError(f"ema must be in [0, 1) or None, got {ema}")
-    n_img = batch_size // 2 if method in ("dual", "dupa") else batch_size
+    n_img = batch_size // 2 if method in ("dual", "dupa") and match == "compute" else batch_size
 
     def step_loss(m, x0, yb, generator):
         tgt = target_fn(x0) if method == "repa" else None
@@ -179,8 +222,20 @@ def train_ddt(model, X, y, method: str = "dupa", steps: int = 1000, batch_size: 
         return loss, {"fm": fm, "align": al}
 
     logs = {"fm": [], "align": []}
-    losses = train_diffusion(model, X, y, "flow", steps, n_img, lr, p_uncond, seed, ema, loss_fn=step_loss,
-                             extra_params=align.parameters() if align is not None else (),
-                             lr_schedule="constant", checkpoints=checkpoints, on_checkpoint=on_checkpoint,
-                             history=logs)
+    params = list(model.parameters()) + (list(align.parameters()) if align is not None else [])
+    hooks = [p.register_hook(_finite_grad) for p in params if p.requires_grad]
+    try:
+        losses = train_diffusion(model, Xt, y, "flow", steps, n_img, lr, p_uncond, seed, ema, loss_fn=step_loss,
+                                 extra_params=align.parameters() if align is not None else (),
+                                 lr_schedule="constant", checkpoints=checkpoints, on_checkpoint=on_checkpoint,
+                                 history=logs)
+    finally:
+        for h in hooks:
+            h.remove()
     return {"loss": losses, "fm": logs["fm"], "align": logs["align"]}
+
+
+def _finite_grad(grad):
+    if not torch.isfinite(grad).all():
+        raise FloatingPointError("non-finite gradient during training")
+    return grad
