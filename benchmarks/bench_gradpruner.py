@@ -17,7 +17,7 @@ import time
 
 import torch
 
-from iclr26.compression.gradpruner import IGIA, block_influence_scores, prune_layers, select_prune_layers
+from iclr26.compression.gradpruner import IGIA, block_influence_scores, prune_layers, select_prune_run
 from iclr26.models.lora import with_lora
 from _timing import best_of
 
@@ -57,11 +57,11 @@ def main():
     plain = best_of(lambda: step(False), args.repeats)
     with_i = best_of(lambda: step(True), args.repeats)
     n = len(pm.get_base_model().model.layers)
-    drop = select_prune_layers(igia.layer_scores(), int(round(args.prune * n)))
+    drop = select_prune_run(igia.layer_scores(), int(round(args.prune * n)))   # the official contiguous run
     merged_src = pm.merge_and_unload()
-    prune_t = best_of(lambda: prune_layers(copy.deepcopy(merged_src), drop, importance=igia.matrices(), keep=0.3),
+    prune_t = best_of(lambda: prune_layers(copy.deepcopy(merged_src), drop, importance=igia.matrices()),
                       1)
-    small = prune_layers(copy.deepcopy(merged_src), drop, importance=igia.matrices(), keep=0.3)
+    small = prune_layers(copy.deepcopy(merged_src), drop, importance=igia.matrices())
     with torch.no_grad():
         dense_f = best_of(lambda: model(input_ids=ids), args.repeats)
         small_f = best_of(lambda: small(input_ids=ids), args.repeats)

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from iclr26.compression.gradpruner import (IGIA, block_influence_scores, prune_layers, same_sign_merge,
-                                           select_prune_layers, simulated_gradients, sparsify)
+from iclr26.compression.gradpruner import (IGIA, KEEP, GradPrunerCallback, block_influence_scores,
+                                           official_merge_layers, prune_layers, same_sign_merge, select_prune_layers,
+                                           select_prune_run, simulated_gradients, sparsify)
 from iclr26.models import hooks
 from iclr26.models.lora import with_lora
 from iclr26.models.testing import wide_llama
@@ -119,12 +120,31 @@ def test_igia_is_mean_of_squared_simulated_gradients_and_layer_sum():
     for k in F:
         expect = sum(r[k] ** 2 for r in ref) / 3
         torch.testing.assert_close(F[k].double(), expect, rtol=1e-5, atol=1e-12)
-    scores = igia.layer_scores()
+    scores = igia.layer_scores(norm="squared")                  # the paper's Eq. (3)
     assert scores.shape == (3,)
     for i in range(3):
         expect = sum(float(F[k].double().sum()) for k in F if k[0] == i)
         assert scores[i] == pytest.approx(expect, rel=1e-5)
     assert len(set(np.round(scores / scores.max(), 6))) == 3   # layers differ
+    # the official layer_important.py: sum over steps and matrices of the Frobenius norm (not squared)
+    fro = igia.layer_scores()
+    for i in range(3):
+        expect = sum(float(torch.sqrt((r[k] ** 2).sum())) for r in ref for k in r if k[0] == i) / 3
+        assert fro[i] == pytest.approx(expect, rel=1e-6)
+    assert not np.allclose(fro / fro.sum(), scores / scores.sum())   # the two norms rank differently in scale
+    with pytest.raises(ValueError, match="norm must be 'frobenius' or 'squared'"):
+        igia.layer_scores(norm="l1")
+
+
+def test_igia_rejects_non_finite_gradient():
+    pm = _lora_model(layers=2)
+    _lora_step(pm, _ids())
+    for n, p in pm.named_parameters():
+        if "lora_A" in n:
+            p.grad[0, 0] = float("nan")
+            break
+    with pytest.raises(FloatingPointError, match="non-finite LoRA gradient"):
+        IGIA().update(pm)
 
 
 def test_igia_first_update_is_not_aliased():
@@ -190,7 +210,10 @@ def test_sparsify_keeps_top_fraction_by_importance():
     torch.testing.assert_close(out, torch.tensor([[1.0, 0.0, 3.0], [0.0, 0.0, -6.0]]))
     torch.testing.assert_close(sparsify(w, imp, 1.0), w)
     torch.testing.assert_close(sparsify(w, imp, 0.34), torch.tensor([[0.0, 0.0, 3.0], [0.0, 0.0, -6.0]]))
-    assert torch.count_nonzero(sparsify(w, imp, 0.01)) == 0       # round(0.06) = 0 entries kept
+    assert torch.count_nonzero(sparsify(w, imp, 0.01)) == 0       # int(0.06) = 0 entries kept
+    # the official spars(): k = int(numel * keep), floor, not round (6 * 0.25 = 1.5 -> 1)
+    torch.testing.assert_close(sparsify(w, imp, 0.25), torch.tensor([[0.0, 0.0, 3.0], [0.0, 0.0, 0.0]]))
+    assert KEEP == 0.2
     torch.testing.assert_close(sparsify(w, imp, 1 / 6), torch.tensor([[0.0, 0.0, 3.0], [0.0, 0.0, 0.0]]))
     assert out is not w and w[0, 1] == -2.0
     big = torch.randn(40, 50, generator=torch.Generator().manual_seed(0))
@@ -200,7 +223,14 @@ def test_sparsify_keeps_top_fraction_by_importance():
     assert imp[kept].min() >= imp[~kept].max()
 
 
-@pytest.mark.parametrize("keep", [0.0, -0.1, 1.5])
+def test_sparsify_rejects_nan():
+    with pytest.raises(ValueError, match="finite"):
+        sparsify(torch.ones(2, 2), torch.tensor([[1.0, float("nan")], [0.0, 1.0]]), 0.5)
+    with pytest.raises(ValueError, match="finite"):
+        sparsify(torch.tensor([[1.0, float("nan")], [0.0, 1.0]]), torch.ones(2, 2), 0.5)
+
+
+@pytest.mark.parametrize("keep", [0.0, -0.1, 1.5, float("nan"), True, "0.2"])
 def test_sparsify_rejects_bad_keep(keep):
     with pytest.raises(ValueError, match=r"keep must be in \(0, 1\]"):
         sparsify(torch.ones(2, 2), torch.ones(2, 2), keep)
@@ -241,32 +271,78 @@ def test_prune_without_merge_equals_block_dropping():
     assert prune_layers(copy.deepcopy(model), [-1], merge=False).config.num_hidden_layers == 4
 
 
-def test_prune_with_merge_matches_manual_merge():
-    model = _tiny(5)
-    g = torch.Generator().manual_seed(4)
-    imp = {}
-    for j in (2, 3):
-        for name, mod in model.model.layers[j].named_modules():
-            if isinstance(mod, torch.nn.Linear):
-                imp[(j, name)] = torch.rand(mod.weight.shape, generator=g)
-    imp.pop((3, "mlp.up_proj"))              # a matrix without IGIA is not merged
+def _imp(model, layers, seed=4):
+    g = torch.Generator().manual_seed(seed)
+    return {(j, name): torch.rand(mod.weight.shape, generator=g) for j in layers
+            for name, mod in model.model.layers[j].named_modules() if isinstance(mod, torch.nn.Linear)}
+
+
+def _w(model, block, name):
+    return dict(model.model.layers[block].named_modules())[name].weight.data
+
+
+def test_prune_with_merge_matches_manual_official_merge():
+    """Run 1-4 of 6 blocks: blocks 1, 2 and 4 (first two and last) merge into block 0, block 3 does not;
+    each through its top-20 % IGIA mask AND sign agreement with block 0's original weight."""
+    model = _tiny(6)
+    imp = _imp(model, [1, 2, 3, 4])
     orig = copy.deepcopy(model)
-    pruned = prune_layers(model, [2, 3], importance=imp, keep=0.3)
-    assert pruned is model and len(pruned.model.layers) == 3
-    L = orig.model.layers
+    pruned = prune_layers(model, [1, 2, 3, 4], importance=imp)
+    assert pruned is model and len(pruned.model.layers) == 2
     for name in ("self_attn.q_proj", "self_attn.o_proj", "mlp.down_proj", "mlp.up_proj"):
-        w1 = dict(L[1].named_modules())[name].weight.data
-        expect = same_sign_merge(w1, sparsify(dict(L[2].named_modules())[name].weight.data, imp[(2, name)], 0.3))
-        if (3, name) in imp:
-            expect = same_sign_merge(expect, sparsify(dict(L[3].named_modules())[name].weight.data,
-                                                      imp[(3, name)], 0.3))
-        got = dict(pruned.model.layers[1].named_modules())[name].weight.data
-        torch.testing.assert_close(got, expect)
-        assert not torch.equal(got, w1)
-    # untouched blocks and non-matrix parameters stay as they were
-    torch.testing.assert_close(pruned.model.layers[0].self_attn.q_proj.weight, L[0].self_attn.q_proj.weight)
-    torch.testing.assert_close(pruned.model.layers[2].mlp.up_proj.weight, L[4].mlp.up_proj.weight)
-    torch.testing.assert_close(pruned.model.layers[1].input_layernorm.weight, L[1].input_layernorm.weight)
+        w0 = _w(orig, 0, name)
+        expect = w0.clone()
+        for j in (1, 2, 4):
+            wj = _w(orig, j, name)
+            k = int(0.2 * wj.numel())
+            top = torch.zeros(wj.numel(), dtype=torch.bool)
+            top[torch.argsort(imp[(j, name)].reshape(-1), descending=True)[:k]] = True
+            mask = top.reshape(wj.shape) & (w0 * wj > 0)
+            expect = expect + wj * mask
+        torch.testing.assert_close(_w(pruned, 0, name), expect)
+        wrong = expect + _w(orig, 3, name) * (w0 * _w(orig, 3, name) > 0) * (imp[(3, name)] > 0.8)
+        assert not torch.allclose(_w(pruned, 0, name), wrong)       # block 3 is not merged
+    torch.testing.assert_close(pruned.model.layers[1].mlp.up_proj.weight, orig.model.layers[5].mlp.up_proj.weight)
+    torch.testing.assert_close(pruned.model.layers[0].input_layernorm.weight, orig.model.layers[0].input_layernorm.weight)
+
+
+def test_merge_sign_is_against_the_original_target():
+    """Two merged blocks whose first flips a target entry's sign: the second is judged against the
+    original sign (the official code adds all masked blocks in one sum)."""
+    model = _tiny(4)
+    L = model.model.layers
+    with torch.no_grad():
+        L[0].mlp.gate_proj.weight.fill_(1.0)
+        L[1].mlp.gate_proj.weight.fill_(2.0)
+        L[1].mlp.gate_proj.weight[0, 0] = -3.0
+        L[2].mlp.gate_proj.weight.fill_(0.5)
+        L[2].mlp.gate_proj.weight[0, 0] = -0.5
+    ones = {k: torch.ones_like(v) for k, v in _imp(model, [1, 2]).items()}
+    pruned = prune_layers(model, [1, 2], importance=ones, keep=1.0)
+    w = pruned.model.layers[0].mlp.gate_proj.weight
+    assert float(w[0, 0]) == 1.0            # -3 and -0.5 disagree with the original +1: nothing added
+    assert float(w[0, 1]) == 3.5            # 1 + 2 + 0.5
+
+
+def test_merge_layers_subset_and_rejections():
+    model = _tiny(5)
+    imp = _imp(model, [1, 2, 3])
+    orig = copy.deepcopy(model)
+    pruned = prune_layers(copy.deepcopy(model), [1, 2, 3], importance=imp, merge_layers=[2])
+    name = "mlp.down_proj"
+    w0, w2 = _w(orig, 0, name), _w(orig, 2, name)
+    expect = same_sign_merge(w0, sparsify(w2, imp[(2, name)], KEEP))
+    torch.testing.assert_close(_w(pruned, 0, name), expect)
+    none = prune_layers(copy.deepcopy(model), [1, 2, 3], importance=imp, merge_layers=[])
+    torch.testing.assert_close(_w(none, 0, name), w0)
+    with pytest.raises(ValueError, match=r"merge_layers \[4\] are not among the pruned layers"):
+        prune_layers(copy.deepcopy(model), [1, 2, 3], importance=imp, merge_layers=[4])
+    bad = dict(imp)
+    bad.pop((1, "mlp.up_proj"))
+    with pytest.raises(ValueError, match="no IGIA-Matrix for block 1 'mlp.up_proj'"):
+        prune_layers(copy.deepcopy(model), [1, 2, 3], importance=bad)
+    with pytest.raises(ValueError, match="keep must be in"):
+        prune_layers(copy.deepcopy(model), [1], importance=imp, keep=0.0)
 
 
 def test_merge_goes_to_nearest_preceding_kept_block():
@@ -278,6 +354,87 @@ def test_merge_goes_to_nearest_preceding_kept_block():
     w3, w4 = orig.model.layers[3].mlp.gate_proj.weight, orig.model.layers[4].mlp.gate_proj.weight
     torch.testing.assert_close(pruned.model.layers[3].mlp.gate_proj.weight, same_sign_merge(w3, w4))
     torch.testing.assert_close(pruned.model.layers[2].mlp.gate_proj.weight, orig.model.layers[2].mlp.gate_proj.weight)
+
+
+def test_two_runs_merge_into_their_own_preceding_blocks():
+    model = _tiny(6)
+    imp = {k: torch.ones_like(v) for k, v in _imp(model, [1, 4]).items()}
+    orig = copy.deepcopy(model)
+    pruned = prune_layers(model, [1, 4], importance=imp, keep=1.0)
+    name = "self_attn.o_proj"
+    torch.testing.assert_close(_w(pruned, 0, name), same_sign_merge(_w(orig, 0, name), _w(orig, 1, name)))
+    torch.testing.assert_close(_w(pruned, 2, name), same_sign_merge(_w(orig, 3, name), _w(orig, 4, name)))
+
+
+def test_official_merge_layers():
+    assert official_merge_layers(range(18, 31)) == [18, 19, 30]     # process_important.py, Llama-3.1-8B
+    assert official_merge_layers([5, 3, 4]) == [3, 4, 5]
+    assert official_merge_layers([7, 8]) == [7, 8]
+    assert official_merge_layers([7]) == [7]
+    assert official_merge_layers([]) == []
+
+
+def test_select_prune_run():
+    s = [9.0, 1.0, 5.0, 0.5, 0.4, 0.6, 3.0, 0.1]
+    assert select_prune_run(s, 3) == [3, 4, 5]               # last block (0.1) protected
+    assert select_prune_run(s, 3, protect_last=0) == [3, 4, 5]
+    assert select_prune_run(s, 2, protect_last=0) == [3, 4]  # 0.5 + 0.4 = 0.9 < 0.4 + 0.6 < 3.0 + 0.1
+    assert select_prune_run(s, 1, protect_last=0) == [7]
+    assert select_prune_run(s, 1) == [4]
+    assert select_prune_run(s, 6) == [1, 2, 3, 4, 5, 6]
+    assert select_prune_run(s, 0) == []
+    assert select_prune_run([5.0, 1.0, 1.0, 1.0, 1.0, 5.0], 2) == [1, 2]    # ties: the earlier run
+    assert select_prune_run(s, 2, protect_first=3) == [3, 4]
+    with pytest.raises(ValueError, match="exceeds the 6 unprotected"):
+        select_prune_run(s, 7)
+    with pytest.raises(ValueError, match="protect_first must be >= 1"):
+        select_prune_run(s, 2, protect_first=0)
+    with pytest.raises(ValueError, match="n_prune must be a non-negative integer"):
+        select_prune_run(s, 2.0)
+    with pytest.raises(ValueError, match="n_prune must be a non-negative integer"):
+        select_prune_run(s, -1)
+    with pytest.raises(ValueError, match="protect_last must be a non-negative integer"):
+        select_prune_run(s, 1, protect_last=True)
+    with pytest.raises(ValueError, match="finite"):
+        select_prune_run([1.0, float("nan"), 2.0], 1)
+    with pytest.raises(ValueError, match="non-empty 1-D"):
+        select_prune_run([], 1)
+
+
+def test_callback_collects_igia_in_trainer_and_stops(tmp_path):
+    """The callback inside a transformers Trainer reads exactly the first ``steps`` optimiser steps
+    and, with ``stop=True``, ends training there."""
+    from transformers import Trainer, TrainingArguments
+
+    class DS(torch.utils.data.Dataset):
+        def __len__(self):
+            return 8
+
+        def __getitem__(self, i):
+            ids = _ids(seed=i % 2, shape=(1, 10))[0]       # every batch holds the same two sequences
+            return {"input_ids": ids, "labels": ids}
+
+    pm = _lora_model(layers=3)
+    cb = GradPrunerCallback(steps=2)
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=2, max_steps=4,
+                             learning_rate=0.1, lr_scheduler_type="constant", warmup_steps=0, optim="sgd",
+                             weight_decay=0.0, max_grad_norm=0.0, report_to=[], save_strategy="no",
+                             logging_strategy="no", use_cpu=True, seed=0)
+    trainer = Trainer(model=pm, args=args, train_dataset=DS(), callbacks=[cb])
+    trainer.train()
+    assert cb.igia.steps_ == 2 and trainer.state.global_step == 2          # stopped after the warm-up
+    scores = cb.igia.layer_scores()
+    assert scores.shape == (3,) and np.isfinite(scores).all() and (scores > 0).all()
+    cb2 = GradPrunerCallback(steps=1, stop=False)
+    t2 = Trainer(model=_lora_model(layers=3), args=args, train_dataset=DS(), callbacks=[cb2])
+    t2.train()
+    assert cb2.igia.steps_ == 1 and t2.state.global_step == 4                # keeps training, one step read
+    with pytest.raises(ValueError, match="steps must be a positive integer"):
+        GradPrunerCallback(steps=0)
+    with pytest.raises(ValueError, match="steps must be a positive integer"):
+        GradPrunerCallback(steps=1.5)
+    with pytest.raises(ValueError, match="needs the model"):
+        cb.on_pre_optimizer_step(args, trainer.state, trainer.control)
 
 
 def test_pruned_model_round_trips_and_generates(tmp_path):
@@ -364,17 +521,30 @@ def test_block_influence_ignores_padding():
 
 # ---------------------------------------------------------------- experiment pieces
 def test_task_items_labels_and_disjoint_splits():
+    import re
+
     from iclr26.compression.gradpruner.experiment import _NEG, _POS, make_items
 
     rng = np.random.default_rng(0)
-    items = make_items(200, rng)
-    assert len({p for p, _ in items}) == 200
+    items = make_items(300, rng)
+    assert len({p for p, _ in items}) == 300
+    pat = re.compile(r"^Review: The (\w+) was (not |never |really )?(\w+), and the (\w+) was (not |never |really )?"
+                     r"(\w+)\.\nAspect: (\w+)\nSentiment:$")
+    asked_second = 0
     for p, y in items:
-        s = p[len("Review: "):-len("\nSentiment:")]
-        pos = any(f" {a}" in s for a in _POS)
-        neg = any(w in s for w in (" not ", " never ", "Nobody", "isn't"))
-        assert y == int(pos == neg)
-    assert 0.35 < np.mean([y for _, y in items]) < 0.65
-    test = make_items(50, rng, exclude={p[len("Review: "):-len("\nSentiment:")] for p, _ in items})
+        m = pat.match(p)
+        assert m, p
+        n1, m1, a1, n2, m2, a2, q = m.groups()
+        assert n1 != n2 and q in (n1, n2)
+        mod, adj = (m1, a1) if q == n1 else (m2, a2)
+        asked_second += q == n2
+        assert adj in _POS + _NEG
+        negated = mod in ("not ", "never ")
+        assert y == int((adj in _POS) == negated), p
+    assert 0.4 < np.mean([y for _, y in items]) < 0.6
+    assert 0.4 < asked_second / 300 < 0.6
+    test = make_items(50, rng, exclude={p for p, _ in items})
     assert not {p for p, _ in test} & {p for p, _ in items}
-    assert {a for a in _POS} & {a for a in _NEG} == set()
+    assert set(_POS) & set(_NEG) == set()
+    with pytest.raises(ValueError, match="n must be a non-negative integer"):
+        make_items(-1, rng)

@@ -1,23 +1,25 @@
-"""GradPruner claim check (arXiv:2601.19503, Sec. 4: pruning during LoRA fine-tuning).
+"""GradPruner claim check (arXiv:2601.19503, Sec. 4; pipeline of the official ``PaperCode/GradPrune``).
 
-Task: templated review sentiment with negation ("Review: The soup was not tasty.\\nSentiment:"),
-answered by comparing the model's next-token scores of " positive" and " negative" (chance 0.5).
-Train, validation and test sentences are disjoint draws; one unit (seed) = one independent draw of
-the data, the LoRA initialisation and the random arm, and one independently fine-tuned model per arm.
+Task: two-aspect review sentiment with negation ("Review: The soup was tasty, and the staff was not
+friendly.\nAspect: staff\nSentiment:"), answered by comparing the model's next-token scores of
+" positive" and " negative" (chance 0.5). The asked aspect is either clause; the other clause's
+polarity is drawn independently, so the model must bind the aspect to its clause (a task the
+pretrained model does not solve zero-shot, chosen to keep the dense fine-tune below ceiling).
+Train and test sentences are disjoint draws; one unit (seed) = one independent draw of the data and
+the LoRA initialisation, and one independently fine-tuned model per arm.
 
-All arms get the same fine-tuning budget: ``steps`` LoRA steps (batch ``batch``) on the same batches.
-* ``dense``: no pruning. Its first ``t`` steps are the GradPruner warm-up: the IGIA-Matrix is
-  accumulated over them (the computation is identical, so the two runs share it).
-* ``gradpruner`` (the method): after the ``t`` warm-up steps the adapter is folded in, the
-  ``n_prune`` blocks with the lowest IGIA layer score are pruned, sparsified by IGIA and merged
-  same-sign into the preceding kept block; LoRA fine-tuning continues for ``steps - t`` steps. The
-  kept fraction (sparsity) is chosen on the validation split from ``keep_grid`` (lowest validation loss
-  right after merging).
-* ``nomerge``: the same blocks dropped without merging (the paper's ablation).
-* ``cosine``: ShortGPT Block Influence on task prompts (calibration), lowest blocks dropped before
-  fine-tuning, then ``steps`` LoRA steps (the baseline a user would pick for layer dropping).
-* ``random``: uniformly random blocks dropped, then ``steps`` LoRA steps (floor arm).
-Block 0 is protected in every arm (the merge target rule needs a preceding block).
+Every arm gets the same fine-tuning budget: ``steps`` LoRA steps (batch ``batch``) on the same batches,
+from the pretrained weights (pruned or not), with the same fresh LoRA initialisation.
+* ``dense``: no pruning. Its first ``warmup`` steps are the gradient-collection run of the official
+  pipeline (Step 1 of its README: LoRA training whose first 40 steps' gradients are saved); the
+  computation is identical, so the two share it.
+* ``gradpruner`` (the method, ``process_important.py``): the contiguous run of ``n_prune`` blocks
+  with the lowest official layer score (sum of Frobenius norms of the simulated gradients) is
+  removed from the pretrained model; its first two and last blocks are merged into the block before
+  the run through the top-``keep`` IGIA mask AND the sign agreement; then ``steps`` LoRA steps.
+* ``nomerge``: the same run dropped without merging (the paper's ablation), then ``steps`` steps.
+* ``cosine``: ShortGPT Block Influence on task prompts, the ``n_prune`` lowest blocks dropped, then
+  ``steps`` steps (the layer-pruning baseline a user would pick).
 Metric ``correct``: per test item 0/1, clustered by unit.
 
 quick: SmolLM2-135M-Instruct (30 blocks, float32). smoke: a tiny Llama over words.
@@ -25,6 +27,7 @@ quick: SmolLM2-135M-Instruct (30 blocks, float32). smoke: a tiny Llama over word
 from __future__ import annotations
 
 import copy
+import math
 import time
 
 import numpy as np
@@ -32,17 +35,19 @@ import numpy as np
 from iclr26.common.seeding import seed_everything
 
 SCALES = {
-    "smoke": dict(model="tiny", steps=4, warmup=2, batch=4, n_val=8, n_test=12, n_prune=2, rank=4, lr=5e-3,
-                  keep_grid=(0.1, 0.5), n_calib=8),
-    # n_prune = 12 of 30 blocks: the paper's 40 % reduction (Sec. 4); keep_grid spans its sparsity
-    # range 50-90 % (Sec. 4.3); warmup = 3 of 16 steps instead of the paper's 1 % (see README).
-    "quick": dict(model="smollm2-135m", steps=16, warmup=3, batch=8, n_val=32, n_test=160, n_prune=12, rank=8,
-                  lr=2e-3, keep_grid=(0.1, 0.3, 0.5), n_calib=16),
-    # the paper: Llama-3.1-8B / Qwen2.5-7B, 8 downstream datasets, LoRA r = 8, 1 % warm-up, ~40 % pruned
-    "paper": dict(model="meta-llama/Llama-3.1-8B", steps=3000, warmup=30, batch=16, n_val=500, n_test=2000,
-                  n_prune=13, rank=8, lr=1e-4, keep_grid=(0.1, 0.3, 0.5), n_calib=128),
+    "smoke": dict(model="tiny", steps=4, warmup=2, batch=4, n_test=12, n_prune=2, rank=4, lr=5e-3, keep=0.2,
+                  n_calib=8),
+    # n_prune = 12 of 30 blocks: the paper's ~40 % (13 of 32 in the official process_important.py);
+    # keep = 0.2: the official spars(); warmup = 4 of 12 steps instead of the official 40 (see README);
+    # steps, n_test and the 6 seeds are what a shared 2-core machine finishes in the CPU budget
+    "quick": dict(model="smollm2-135m", steps=12, warmup=4, batch=8, n_test=64, n_prune=12, rank=8, lr=2e-3,
+                  keep=0.2, n_calib=16),
+    # the paper / official scripts: Llama-3.1-8B, LoRA r = 8, alpha 32, 40 gradient-collection steps,
+    # blocks 18-30 pruned, 3 epochs of LoRA fine-tuning of the pruned model at lr 1e-5
+    "paper": dict(model="meta-llama/Llama-3.1-8B", steps=3000, warmup=40, batch=16, n_test=2000, n_prune=13,
+                  rank=8, lr=1e-5, keep=0.2, n_calib=128),
 }
-SEEDS = {"smoke": 1, "quick": 5, "paper": 5}
+SEEDS = {"smoke": 1, "quick": 6, "paper": 5}
 
 LABELS = (" positive", " negative")
 _NOUNS = ("food", "movie", "service", "room", "book", "song", "hotel", "game", "show", "coffee", "meal", "staff",
@@ -51,27 +56,34 @@ _POS = ("good", "great", "excellent", "wonderful", "lovely", "amazing", "pleasan
         "delightful", "nice", "perfect", "tasty", "brilliant")
 _NEG = ("bad", "terrible", "awful", "horrible", "poor", "boring", "dreadful", "disappointing", "unpleasant",
         "mediocre", "lousy", "dull", "bland", "annoying")
-# (template, negated?)
-_FORMS = (("The {n} was {a}.", False), ("The {n} was not {a}.", True), ("I found the {n} really {a}.", False),
-          ("Honestly, the {n} was never {a}.", True), ("We all agreed the {n} was {a}.", False),
-          ("Nobody thought the {n} was {a}.", True), ("The {n} is quite {a}.", False),
-          ("The {n} isn't {a} at all.", True))
+# (clause form, negated?)
+_CLAUSES = (("was {a}", False), ("was not {a}", True), ("was really {a}", False), ("was never {a}", True))
+
+
+def _clause(rng):
+    form, neg = _CLAUSES[rng.integers(len(_CLAUSES))]
+    positive = bool(rng.integers(2))
+    adj = (_POS if positive else _NEG)[rng.integers(len(_POS))]
+    return form.format(a=adj), int(positive == neg)            # label 1 = negative
 
 
 def make_items(n: int, rng: np.random.Generator, exclude: set | None = None) -> list[tuple[str, int]]:
-    """``n`` distinct (prompt, label) pairs; label 0 = positive, 1 = negative (adjective polarity,
-    flipped by negation). Sentences in ``exclude`` are skipped (disjoint splits)."""
+    """``n`` distinct (prompt, label) pairs; label 0 = positive, 1 = negative: the polarity of the asked
+    aspect's adjective, flipped by negation. Prompts in ``exclude`` are skipped (disjoint splits)."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise ValueError(f"n must be a non-negative integer, got {n!r}")
     exclude = set() if exclude is None else exclude
     out, seen = [], set()
     while len(out) < n:
-        form, neg = _FORMS[rng.integers(len(_FORMS))]
-        positive = bool(rng.integers(2))
-        adj = (_POS if positive else _NEG)[rng.integers(len(_POS))]
-        s = form.format(n=_NOUNS[rng.integers(len(_NOUNS))], a=adj)
-        if s in exclude or s in seen:
+        i, j = rng.choice(len(_NOUNS), 2, replace=False)
+        (c1, y1), (c2, y2) = _clause(rng), _clause(rng)
+        ask = int(rng.integers(2))
+        noun = _NOUNS[(i, j)[ask]]
+        p = f"Review: The {_NOUNS[i]} {c1}, and the {_NOUNS[j]} {c2}.\nAspect: {noun}\nSentiment:"
+        if p in exclude or p in seen:
             continue
-        seen.add(s)
-        out.append((f"Review: {s}\nSentiment:", int(positive == neg)))
+        seen.add(p)
+        out.append((p, (y1, y2)[ask]))
     return out
 
 
@@ -81,8 +93,8 @@ def _model(cfg):
 
         from iclr26.models import SimpleTokenizer, TinyLMConfig, build_tiny_lm
 
-        texts = [f"Review: {f.format(n=n, a=a)}\nSentiment:{lab}" for f, _ in _FORMS for n in _NOUNS
-                 for a in _POS + _NEG for lab in LABELS]
+        texts = [f"Review: The {n} {f.format(a=a)}, and the {n} {f.format(a=a)}.\nAspect: {n}\nSentiment:{lab}"
+                 for f, _ in _CLAUSES for n in _NOUNS for a in _POS + _NEG for lab in LABELS]
         tok = SimpleTokenizer.from_texts(texts, level="word")
         torch.manual_seed(0)
         model = build_tiny_lm(TinyLMConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=5,
@@ -151,27 +163,31 @@ def _evaluate(task, model, items, bs=32):
     return correct, sum(losses) / len(items)
 
 
-def _finetune(task, model, batches, cfg, seed, igia=None, warmup=0, on_warmup_end=None):
+def _finetune(task, model, batches, cfg, seed, igia=None, warmup=0):
     """LoRA (r = ``rank``, alpha = 2r, all linear projections) + AdamW over ``batches``; returns the
-    peft model. The first ``warmup`` steps feed ``igia``; ``on_warmup_end(peft_model)`` runs after them."""
+    peft model and the loss curve. The first ``warmup`` steps feed ``igia``. Stops with an error on a
+    non-finite loss or gradient."""
     import torch
 
     from iclr26.models.lora import with_lora
 
     pm = with_lora(model, r=cfg["rank"], seed=seed)
     pm.train()
-    opt = torch.optim.AdamW([p for p in pm.parameters() if p.requires_grad], lr=cfg["lr"], weight_decay=0.0)
+    params = [p for p in pm.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg["lr"], weight_decay=0.0)
     losses = []
     for step, b in enumerate(batches):
         loss = _loss(task, pm, b)
+        if not math.isfinite(loss.item()):
+            raise FloatingPointError(f"non-finite loss at step {step}")
         loss.backward()
+        if not all(torch.isfinite(p.grad).all() for p in params if p.grad is not None):
+            raise FloatingPointError(f"non-finite gradient at step {step}")
         if igia is not None and step < warmup:
             igia.update(pm)
         opt.step()
         opt.zero_grad(set_to_none=True)
         losses.append(loss.item())
-        if on_warmup_end is not None and step == warmup - 1:
-            on_warmup_end(pm)
     pm.eval()
     return pm, losses
 
@@ -179,11 +195,13 @@ def _finetune(task, model, batches, cfg, seed, igia=None, warmup=0, on_warmup_en
 def run(scale: str, seed: int) -> dict:
     import torch
 
-    from iclr26.compression.gradpruner import IGIA, block_influence_scores, prune_layers, select_prune_layers
+    from iclr26.compression.gradpruner import (IGIA, block_influence_scores, official_merge_layers, prune_layers,
+                                               select_prune_layers, select_prune_run)
 
     cfg = SCALES[scale]
     if scale == "paper":
         raise NotImplementedError("the paper's 7-8B models and downstream datasets need GPUs and hub access")
+    torch.set_num_threads(1)
     rng = seed_everything(seed)
     t0 = time.time()
     model0, tok = _model(cfg)
@@ -194,70 +212,50 @@ def run(scale: str, seed: int) -> dict:
     n_layers = len(model0.model.layers)
     steps, warm, bs = cfg["steps"], cfg["warmup"], cfg["batch"]
     train = make_items(steps * bs, rng)
-    used = {p for p, _ in train}
-    val = make_items(cfg["n_val"], rng, exclude={p[len("Review: "):-len("\nSentiment:")] for p in used})
-    used |= {p for p, _ in val}
-    test = make_items(cfg["n_test"], rng, exclude={p[len("Review: "):-len("\nSentiment:")] for p in used})
+    test = make_items(cfg["n_test"], rng, exclude={p for p, _ in train})
     batches = [train[i * bs:(i + 1) * bs] for i in range(steps)]
     lora_seed = int(rng.integers(2**31))
-    zero_shot, _ = _evaluate(task, model0, val)
+    zero_shot = _evaluate(task, model0, test)[0]
 
-    # dense run; its first `warm` steps are GradPruner's IGIA warm-up
+    # dense fine-tune; its first `warm` steps are the official gradient-collection run
     igia = IGIA()
-    snap = {}
-
-    def keep_warm(pm):
-        snap["model"] = copy.deepcopy(pm).merge_and_unload()
-
-    pm, loss_dense = _finetune(task, copy.deepcopy(model0), batches, cfg, lora_seed, igia=igia, warmup=warm,
-                               on_warmup_end=keep_warm)
+    pm, loss_dense = _finetune(task, copy.deepcopy(model0), batches, cfg, lora_seed, igia=igia, warmup=warm)
     correct = {"dense": _evaluate(task, pm, test)[0]}
-    del pm
-    F = igia.matrices()
-    igia_scores = igia.layer_scores()
-    chosen = {"igia": select_prune_layers(igia_scores, cfg["n_prune"])}
-
-    # sparsity (kept fraction) chosen on the validation split, right after merging
-    val_loss = {}
-    for keep in cfg["keep_grid"]:
-        m = prune_layers(copy.deepcopy(snap["model"]), chosen["igia"], importance=F, keep=keep)
-        val_loss[keep] = _evaluate(task, m, val)[1]
-        del m
-    best_keep = min(cfg["keep_grid"], key=lambda k: (val_loss[k], k))
-
-    rest = batches[warm:]
     curves = {"dense": loss_dense}
-    m = prune_layers(copy.deepcopy(snap["model"]), chosen["igia"], importance=F, keep=best_keep)
-    pm, curves["gradpruner"] = _finetune(task, m, rest, cfg, lora_seed)
+    del pm
+    scores = igia.layer_scores()                       # official: sum of Frobenius norms
+    run_ = select_prune_run(scores, cfg["n_prune"])
+    merged = official_merge_layers(run_)
+    F = igia.matrices()
+    m = prune_layers(copy.deepcopy(model0), run_, importance=F, keep=cfg["keep"], merge_layers=merged)
+    merged_zero_shot = _evaluate(task, m, test)[0]
+    pm, curves["gradpruner"] = _finetune(task, m, batches, cfg, lora_seed)
     correct["gradpruner"] = _evaluate(task, pm, test)[0]
-    del pm, m
-    m = prune_layers(snap.pop("model"), chosen["igia"], merge=False)
-    pm, curves["nomerge"] = _finetune(task, m, rest, cfg, lora_seed)
-    correct["nomerge"] = _evaluate(task, pm, test)[0]
     del pm, m, F
+    m = prune_layers(copy.deepcopy(model0), run_, merge=False)
+    pm, curves["nomerge"] = _finetune(task, m, batches, cfg, lora_seed)
+    correct["nomerge"] = _evaluate(task, pm, test)[0]
+    del pm, m
 
     calib = [x for b in batches for x in b][:cfg["n_calib"]]
     ids, mask, _ = task.encode(calib)
     bi = block_influence_scores(model0, ids, mask)
-    chosen["cosine"] = select_prune_layers(bi, cfg["n_prune"])
-    chosen["random"] = sorted(int(i) for i in rng.choice(np.arange(1, n_layers), cfg["n_prune"], replace=False))
-    for arm in ("cosine", "random"):
-        m = prune_layers(copy.deepcopy(model0), chosen[arm], merge=False)
-        pm, curves[arm] = _finetune(task, m, batches, cfg, lora_seed)
-        correct[arm] = _evaluate(task, pm, test)[0]
-        del pm, m
+    cos_layers = select_prune_layers(bi, cfg["n_prune"], protect=())
+    m = prune_layers(copy.deepcopy(model0), cos_layers, merge=False)
+    pm, curves["cosine"] = _finetune(task, m, batches, cfg, lora_seed)
+    correct["cosine"] = _evaluate(task, pm, test)[0]
+    del pm, m
     return {
         "metrics": {"correct": correct},
         "info": {
             "accuracy": {a: float(np.mean(v)) for a, v in correct.items()},
-            "zero_shot_val_accuracy": float(np.mean(zero_shot)),
-            "pruned": chosen,
-            "igia_layer_scores": [float(s) for s in igia_scores],
+            "zero_shot_test_accuracy": float(np.mean(zero_shot)),
+            "merged_before_finetune_accuracy": float(np.mean(merged_zero_shot)),
+            "pruned": {"igia_run": run_, "merged": merged, "cosine": cos_layers},
+            "igia_layer_scores": [float(s) for s in scores],
             "block_influence": [float(s) for s in bi],
-            "keep_val_loss": {str(k): v for k, v in val_loss.items()},
-            "keep": best_keep,
             "train_loss": curves,
-            "n": {"train": len(train), "val": len(val), "test": len(test), "layers": n_layers},
+            "n": {"train": len(train), "test": len(test), "layers": n_layers},
             "seconds": time.time() - t0,
         },
     }
