@@ -41,7 +41,7 @@ SCALES = {
     "smoke": dict(s_values=(64, 729), single_s=(64, 729), draws=1, check_s=(16,), n_check=2, check_len=6,
                   transformer=dict(s=16, k_prime=2, layers=2, n_runs=1, max_len=1)),
     "quick": dict(s_values=(64, 729, 4096, 15625), single_s=(64, 729, 4096), draws=2, check_s=(16, 64),
-                  n_check=6, check_len=12, transformer=dict(s=16, k_prime=2, layers=2, n_runs=5, max_len=4)),
+                  n_check=12, check_len=12, transformer=dict(s=16, k_prime=2, layers=2, n_runs=5, max_len=4)),
     "paper": dict(s_values=(64, 729, 4096, 15625, 46656, 117649), single_s=(64, 729, 4096, 15625), draws=5,
                   check_s=(16, 64, 729), n_check=20, check_len=40,
                   transformer=dict(s=64, k_prime=3, layers=3, n_runs=20, max_len=10)),
