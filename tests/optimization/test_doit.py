@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from iclr26.optimization.doit import DOIT, SWATS, Interleaver, RandomInterleaving, stage_reward, state_features
+from iclr26.optimization.doit import (DOIT, SWATS, Interleaver, RandomInterleaving, stage_reward, stage_reward_rate,
+                                     state_features)
 
 torch.set_num_threads(1)
 SGD = torch.optim.SGD
@@ -102,7 +103,7 @@ def test_stages_run_the_chosen_optimizer():
     """Initial exploration runs the candidates in order; a frozen (lr = 0) stage leaves the weights."""
     X, y = problem()
     m = model()
-    opt = DOIT(m.parameters(), CANDS, stage_len=4, total_steps=40)
+    opt = DOIT(m.parameters(), CANDS, stage_len=4, total_steps=40, explore_frac=None)
     snaps = []
     for t in range(12):
         opt.zero_grad()
@@ -245,7 +246,7 @@ def test_state_dict_round_trip_continues_identically():
             opt.observe(loss)
             opt.step()
 
-    make = lambda p: DOIT(p, CANDS, stage_len=4, total_steps=60, seed=3)
+    make = lambda p: DOIT(p, CANDS, stage_len=4, total_steps=60, explore_frac=None, seed=3)
     m1 = model()
     o1 = make(m1.parameters())
     run(m1, o1, 22)
@@ -374,12 +375,32 @@ def test_experiment_smoke():
     from iclr26.optimization.doit.experiment import make_optimizer, run
     out = run("smoke", 0)
     m = out["metrics"]
-    assert set(m["log_steps_to_target"]) == {"doit", "best_single", "swats", "random", "sgd", "adam", "rmsprop",
-                                             "adagrad"}
+    assert set(m["log_steps_to_target"]) == {"doit", "best_single", "worst_single", "swats", "random", "sgd",
+                                             "adam", "rmsprop", "adagrad"}
     assert all(math.isfinite(v) for v in m["log_steps_to_target"].values())
-    assert out["info"]["best_single"] in ("sgd", "adam", "rmsprop", "adagrad")
+    info = out["info"]
+    assert info["best_single"] in ("sgd", "adam", "rmsprop", "adagrad")
+    assert info["worst_single"] in ("sgd", "adam", "rmsprop", "adagrad") and info["worst_single"] != info["best_single"]
+    assert m["log_steps_to_target"]["best_single"] == m["log_steps_to_target"][info["best_single"]]
+    assert m["log_steps_to_target"]["worst_single"] == m["log_steps_to_target"][info["worst_single"]]
+    tb, tw = info["tuning"][info["best_single"]], info["tuning"][info["worst_single"]]
+    assert all(tb <= v <= tw for v in info["tuning"].values())          # validation picks best and worst
     with pytest.raises(ValueError, match="unknown arm 'x'"):
         make_optimizer("x", [], {}, {}, 0)
+
+
+def test_experiment_doit_arm_probes_a_tenth_of_the_run():
+    from iclr26.optimization.doit.experiment import LR_GRIDS, SCALES, make_optimizer
+    cfg = SCALES["quick"]
+    opt = make_optimizer("doit", list(model(d=64).parameters()), {n: 0.01 for n in LR_GRIDS}, cfg, 0)
+    assert opt.probe_len * len(LR_GRIDS) == int(0.1 * cfg["steps"]) and opt.stage_len == cfg["stage_len"]
+
+
+def test_experiment_stops_when_training_diverges():
+    from iclr26.optimization.doit.experiment import SCALES, load_split, train
+    cfg = dict(SCALES["smoke"], steps=10, eval_every=5)
+    r = train("sgd", {"sgd": 1e30}, load_split(0), cfg, 0)            # diverges at once
+    assert r["steps_te"] == cfg["steps"] + cfg["eval_every"] and r["val_loss"] == math.inf
 
 
 def test_stage_reward_and_slope_windows_exactly():
@@ -459,3 +480,119 @@ def test_choose_takes_the_best_score_first_name_on_ties():
     assert opt.choose(np.zeros(4)) == "a"
     opt.acquisition = lambda feats: {"a": 0.0, "b": 1.0}
     assert opt.choose(np.zeros(4)) == "b"
+
+
+# ------------------------------------------------------ exploration scaled to the run, rewards per step
+def test_stage_reward_rate_is_per_step_between_window_centres():
+    assert stage_reward_rate([10.0] * 5 + [5.0] * 5) == pytest.approx(0.5 / 5)      # k = 5, 5 steps apart
+    assert stage_reward_rate([4.0, 2.0]) == pytest.approx(0.5)                      # k = 1, 1 step apart
+    assert stage_reward_rate([4.0, 4.0, 1.0, 2.0, 2.0]) == pytest.approx(stage_reward([4.0, 4.0, 1.0, 2.0, 2.0]) / 3)
+    # a linear fall has one rate whatever the stage length
+    lin = lambda n: [100.0 - s for s in range(n)]
+    assert stage_reward_rate(lin(5)) * 100 == pytest.approx(stage_reward_rate(lin(10)) * 100, rel=0.05)
+    with pytest.raises(ValueError, match="at least two observed losses"):
+        stage_reward_rate([1.0])
+
+
+def test_probe_length_scales_with_the_run():
+    ps = list(model().parameters())
+    four = dict(CANDS, other=(SGD, dict(lr=0.01)))
+    assert DOIT(ps, four, stage_len=10, total_steps=200).probe_len == 5            # 10 % of 200 over 4
+    assert DOIT(ps, four, stage_len=10, total_steps=200, explore_frac=0.2).probe_len == 10   # capped at stage_len
+    assert DOIT(ps, four, stage_len=10, total_steps=200, explore_frac=0.01).probe_len == 2   # at least 2
+    assert DOIT(ps, four, stage_len=10, total_steps=200, n_init=2).probe_len == 2
+    assert DOIT(ps, four, stage_len=10, total_steps=400).probe_len == 10
+    assert DOIT(ps, four, stage_len=10, total_steps=200, explore_frac=None).probe_len == 10
+    assert DOIT(ps, four, stage_len=10).probe_len == 10                             # no total_steps: full stages
+    assert DOIT(ps, four).explore_frac == 0.1
+    for bad in (0, 1.5, -0.1, "a"):
+        with pytest.raises(ValueError, match="explore_frac must be None or a number in"):
+            DOIT(ps, four, explore_frac=bad)
+
+
+def test_probes_are_short_then_stages_are_full():
+    X, y = problem()
+    m = model()
+    opt = DOIT(m.parameters(), CANDS, stage_len=6, total_steps=60)                  # 6 // 3 = 2-step probes
+    assert opt.probe_len == 2
+    ends = []
+    for t in range(1, 19):
+        opt.zero_grad()
+        loss = ((m(X) - y) ** 2).mean()
+        loss.backward()
+        opt.observe(loss)
+        n = len(opt.history)
+        opt.step()
+        if len(opt.history) > n:
+            ends.append(t)
+    assert ends == [2, 4, 6, 12, 18]
+    assert [h[0] for h in opt.history[:3]] == ["sgd", "adam", "frozen"]
+    assert opt.history[2][2] == pytest.approx(0.0, abs=1e-12)
+
+
+# ------------------------------------------------------------------ learning-rate schedulers
+def _sched_run(make_sched, steps=6):
+    X, y = problem()
+    m = model()
+    opt = DOIT(m.parameters(), {"a": (SGD, dict(lr=0.1)), "b": (SGD, dict(lr=0.02))}, stage_len=3)
+    sched = make_sched(opt)
+    seen = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = ((m(X) - y) ** 2).mean()
+        loss.backward()
+        opt.observe(loss)
+        before = [p.detach().clone() for p in m.parameters()]
+        grads = [p.grad.detach().clone() for p in m.parameters()]
+        active, scale = opt.active, opt.param_groups[0]["lr"]
+        opt.step()
+        base = {"a": 0.1, "b": 0.02}[active]
+        for p, q, g in zip(m.parameters(), before, grads):             # plain SGD: p - lr * scale * g
+            torch.testing.assert_close(p.detach(), q - base * scale * g)
+        assert opt.optimizers[active].param_groups[0]["lr"] == pytest.approx(base * scale)
+        seen.append(scale)
+        sched.step()
+    return seen
+
+
+def test_param_groups_carry_lr_and_step_lr_scales_every_candidate():
+    assert DOIT(list(model().parameters()), CANDS).param_groups[0]["lr"] == 1.0
+    seen = _sched_run(lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=2, gamma=0.5))
+    assert seen == pytest.approx([1.0, 1.0, 0.5, 0.5, 0.25, 0.25])
+
+
+def test_cosine_annealing_scales_every_candidate():
+    seen = _sched_run(lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=5))
+    assert seen == pytest.approx([0.5 * (1 + math.cos(math.pi * e / 5)) for e in range(6)], abs=1e-9)
+
+
+def test_lr_scale_survives_state_dict_and_bad_scales_raise():
+    X, y = problem()
+    m = model()
+    opt = DOIT(m.parameters(), CANDS, stage_len=3)
+    opt.param_groups[0]["lr"] = 0.25
+    other = DOIT(model().parameters(), CANDS, stage_len=3)
+    other.load_state_dict(opt.state_dict())
+    assert other.param_groups[0]["lr"] == 0.25
+    for bad in (float("nan"), -1.0):
+        opt.param_groups[0]["lr"] = bad
+        opt.zero_grad()
+        loss = ((m(X) - y) ** 2).mean()
+        loss.backward()
+        opt.observe(loss)
+        with pytest.raises(ValueError, match="param group 'lr'"):
+            opt.step()
+        opt.stage_losses.clear()
+
+
+def test_non_finite_gradient_stops_training():
+    m = model()
+    opt = DOIT(m.parameters(), CANDS, stage_len=3)
+    X, y = problem()
+    ((m(X) - y) ** 2).mean().backward()
+    m.weight.grad[0, 0] = float("nan")
+    opt.observe(1.0)
+    with pytest.raises(FloatingPointError, match="non-finite gradient"):
+        opt.step()
+    with pytest.raises(ValueError, match="observed loss must be finite"):
+        opt.observe(float("nan"))

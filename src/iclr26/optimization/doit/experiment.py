@@ -10,8 +10,10 @@ Tuning (validation only, the same budget for every optimizer): each candidate's 
 chosen from a 3-value grid (quick scale) by the validation steps-to-target (ties: the lower final validation
 loss), one training run per value. The single optimizer with the best tuned validation score is the
 ``best_single`` arm. DOIT, random switching and SWATS use the tuned learning rates (SWATS: Adam's)
-and no further tuning. All arms share the seed's initial weights and minibatch order; the claims
-read the test split.
+and no further tuning. DOIT's initial probes take ``explore_frac`` (10 %) of the run (5-step probes
+of the four candidates in a 200-step run; :class:`DOIT`). All arms share the seed's initial weights
+and minibatch order; the claims read the test split. A run stops at a non-finite loss or gradient
+(its target then counts as never reached).
 """
 from __future__ import annotations
 
@@ -93,6 +95,9 @@ def train(arm: str, lrs: dict, data, cfg: dict, seed: int) -> dict:
         if not torch.isfinite(loss):
             break
         loss.backward()
+        if not all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None):
+            loss = torch.tensor(float("nan"))
+            break
         if hasattr(opt, "observe"):
             opt.observe(loss.item())
         opt.step()
@@ -131,7 +136,8 @@ def tune(data, cfg: dict, seed: int):
                 best = (key, lr)
         lrs[name], scores[name] = best[1], best[0]
     best_single = min(scores, key=lambda n: scores[n])
-    return lrs, best_single, scores
+    worst_single = max(scores, key=lambda n: scores[n])
+    return lrs, best_single, worst_single, scores
 
 
 def run(scale: str, seed: int) -> dict:
@@ -140,17 +146,17 @@ def run(scale: str, seed: int) -> dict:
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     data = load_split(seed)
-    lrs, best_single, scores = tune(data, cfg, seed + 1000)      # tuning runs use other inits/orders
+    lrs, best_single, worst_single, scores = tune(data, cfg, seed + 1000)   # tuning runs: other inits/orders
     res = {a: train(a, lrs, data, cfg, seed) for a in ("doit", "random", "swats", *LR_GRIDS)}
-    res["best_single"] = res[best_single]
-    arms = ("doit", "best_single", "swats", "random", *LR_GRIDS)
+    res["best_single"], res["worst_single"] = res[best_single], res[worst_single]
+    arms = ("doit", "best_single", "worst_single", "swats", "random", *LR_GRIDS)
     return {
         "metrics": {
             "log_steps_to_target": {a: math.log(res[a]["steps_te"]) for a in arms},
             "steps_to_target": {a: float(res[a]["steps_te"]) for a in arms},
             "final_test_accuracy": {a: res[a]["final_te"] for a in arms},
         },
-        "info": {"lrs": lrs, "best_single": best_single, "tuning": {k: list(v) for k, v in scores.items()},
+        "info": {"lrs": lrs, "best_single": best_single, "worst_single": worst_single, "tuning": {k: list(v) for k, v in scores.items()},
                  "doit_schedule": res["doit"]["schedule"], "random_schedule": res["random"]["schedule"],
                  "swats_switched": res["swats"]["switched"],
                  "curves_te": {a: res[a]["curve_te"] for a in arms}, "seconds": time.perf_counter() - t0},
