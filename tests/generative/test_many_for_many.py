@@ -540,3 +540,85 @@ def test_multitask_steps_draw_one_task_per_example_on_the_shared_loop(monkeypatc
                              generator=g)
     assert seen[0][1] == [TASKS[int(k)] for k in pick]                       # then the per-example tasks
     assert len({t for _, ts in seen for t in ts}) == 3
+
+
+# ------------------------------------------------------------------------------------ non-finite input
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_hidden_non_finite_pixels_are_zero_in_the_condition(bad):
+    """The unified condition holds 0 at hidden pixels whatever the video holds there: ``video * mask``
+    would turn a hidden NaN / inf into NaN (0 * nan = nan)."""
+    X, _ = _videos(2)
+    Y = X.clone()
+    Y[:, 1:, :, 3, 5] = bad                                         # hidden for i2v (frames 2..)
+    Y[:, :, :, 8, 8] = bad                                          # hidden for inpaint (inside the hole)
+    Y[:, 0, :, 8, 8] = X[:, 0, :, 8, 8]                             # ... but the first frame is given for i2v
+    for task in ("i2v", "c2v"):
+        cond, _ = task_condition(Y, task)
+        assert torch.isfinite(cond).all()
+        torch.testing.assert_close(cond, task_condition(X, task)[0])
+    Z = X.clone()
+    Z[:, :, :, 8, 8] = bad
+    cond, _ = task_condition(Z, "inpaint")
+    assert torch.isfinite(cond).all() and cond[:, 0, :, 8, 8].abs().max() == 0
+    torch.testing.assert_close(cond, task_condition(X, "inpaint")[0])
+
+
+def test_non_finite_given_pixels_and_training_videos_raise():
+    X, y = _videos(2)
+    Y = X.clone()
+    Y[0, 0, 0, 1, 1] = float("nan")                                 # given for i2v and inpaint
+    for task in ("i2v", "inpaint"):
+        with pytest.raises(ValueError, match=r"^video must be finite where the mask gives pixels \(it holds NaN or inf there\)$"):
+            task_condition(Y, task)
+    assert torch.isfinite(task_condition(Y, "c2v")[0]).all()       # c2v gives nothing: no error
+    m = MfMVideoTransformer(FRAMES, D.DiTConfig(image_size=16, patch=4, width=16, depth=1, heads=4))
+    with pytest.raises(ValueError, match=r"^X must be finite \(it holds NaN or inf\)$"):
+        train_multitask(m, Y.numpy(), y.numpy(), ("c2v",), steps=1, batch_size=2)
+
+
+def test_training_stops_on_a_non_finite_loss_and_gradient():
+    X, y = moving_digits(16, frames=FRAMES, seed=5)
+    torch.manual_seed(0)
+    m = MfMVideoTransformer(FRAMES, D.DiTConfig(image_size=16, patch=4, width=16, depth=1, heads=4))
+    with torch.no_grad():
+        m.dit.out.bias.fill_(float("inf"))
+    with pytest.raises(FloatingPointError, match="non-finite training loss"):
+        train_multitask(m, X, y, TASKS, steps=2, batch_size=4, ema=None)
+
+    class NaNGrad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return torch.full_like(g, float("nan"))
+
+    torch.manual_seed(0)
+    m = MfMVideoTransformer(FRAMES, D.DiTConfig(image_size=16, patch=4, width=16, depth=1, heads=4))
+    m.adapter.conv_out.register_forward_hook(lambda mod, inp, out: NaNGrad.apply(out))
+    with pytest.raises(FloatingPointError, match="non-finite gradient"):
+        train_multitask(m, X, y, ("i2v",), steps=2, batch_size=4, ema=None)
+
+
+def test_equal_exposure_arm_is_the_multitask_model_at_three_times_the_steps(monkeypatch):
+    """The experiment's ``multi_3x`` arm: the same multi-task training, 3 x ``steps`` (each task then
+    drawn as often as by its single-task model)."""
+    from iclr26.generative.many_for_many import experiment as E
+
+    calls = []
+    real = E.train_multitask
+
+    def spy(model, X, y, tasks, **kw):
+        calls.append((tuple(tasks), kw["steps"], kw["batch_size"]))
+        return real(model, X, y, tasks, **kw)
+
+    monkeypatch.setattr(E, "train_multitask", spy)
+    r = E.run("smoke", 0)
+    s = E.SCALES["smoke"]["steps"]
+    b = E.SCALES["smoke"]["batch"]
+    assert calls == [(TASKS, s, b), (TASKS, 3 * s, b), (("c2v",), s, b), (("i2v",), s, b), (("inpaint",), s, b)]
+    for name, arms in r["metrics"].items():
+        assert set(arms) == {"untrained", "multi", "multi_3x", "single"}, name

@@ -143,7 +143,8 @@ def unified_condition(video: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     axis (the official pipeline's ``images_cond = frames * masks`` followed by the concatenation
     with the masks in the transformer), from ``video`` ``(B, F, C, H, W)`` and ``mask``
     ``(B, F, 1, H, W)`` in ``{0, 1}``. Pixels not given are 0 in the condition whatever the video
-    holds there."""
+    holds there, NaN and inf included (a ``torch.where``, not ``video * mask``, which would carry
+    ``0 * nan = nan`` into the condition); a non-finite *given* pixel is rejected."""
     if video.dim() != 5 or mask.dim() != 5:
         raise ValueError(f"video and mask must be (B, F, C, H, W) and (B, F, 1, H, W), got "
                          f"{tuple(video.shape)} and {tuple(mask.shape)}")
@@ -151,7 +152,11 @@ def unified_condition(video: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"mask {tuple(mask.shape)} must match video {tuple(video.shape)} with one channel")
     if not torch.all((mask == 0) | (mask == 1)):
         raise ValueError("mask must hold only 0 and 1")
-    return torch.cat([video * mask, mask.to(video.dtype)], 2).permute(0, 2, 1, 3, 4)
+    given = (mask == 1).expand_as(video)
+    if not torch.isfinite(video[given]).all():
+        raise ValueError("video must be finite where the mask gives pixels (it holds NaN or inf there)")
+    shown = torch.where(given, video, torch.zeros((), dtype=video.dtype))
+    return torch.cat([shown, mask.to(video.dtype)], 2).permute(0, 2, 1, 3, 4)
 
 
 def task_condition(video: torch.Tensor, tasks, hole: int | None = None):

@@ -49,20 +49,37 @@ def train_multitask(model: MfMVideoTransformer, X, y, tasks: Sequence[str] = TAS
     uniform), builds their unified conditions and takes an AdamW step on
     :func:`iclr26.models.diffusion.diffusion_loss` (``"flow"``) of the model bound to them: the
     loop (optimiser, cosine-decayed ``lr``, weight EMA) is
-    :func:`iclr26.models.diffusion.train_diffusion` with this per-batch loss.
+    :func:`iclr26.models.diffusion.train_diffusion` with this per-batch loss. Non-finite videos are
+    rejected; a non-finite loss or gradient stops training with ``FloatingPointError``.
     """
     tasks, w = _check_tasks(tasks, task_weights)
     X = torch.as_tensor(np.asarray(X), dtype=torch.float32)
     y = torch.as_tensor(np.asarray(y), dtype=torch.long)
     if X.dim() != 5 or len(X) != len(y):
         raise ValueError(f"X must be (n, F, C, H, W) with one label per video, got {tuple(X.shape)} and {len(y)} labels")
+    if not torch.isfinite(X).all():
+        raise ValueError("X must be finite (it holds NaN or inf)")
 
     def step_loss(m, x0, yb, generator):
         pick = torch.multinomial(w, len(x0), replacement=True, generator=generator)
         cond, _ = task_condition(x0, [tasks[int(k)] for k in pick], hole)
-        return D.diffusion_loss(bind_condition(m, cond), x0, yb, "flow", p_uncond, generator)
+        loss = D.diffusion_loss(bind_condition(m, cond), x0, yb, "flow", p_uncond, generator)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"non-finite training loss ({float(loss.detach())})")
+        return loss
 
-    return D.train_diffusion(model, X, y, "flow", steps, batch_size, lr, p_uncond, seed, ema, loss_fn=step_loss)
+    hooks = [p.register_hook(_finite_grad) for p in model.parameters() if p.requires_grad]
+    try:
+        return D.train_diffusion(model, X, y, "flow", steps, batch_size, lr, p_uncond, seed, ema, loss_fn=step_loss)
+    finally:
+        for h in hooks:
+            h.remove()
+
+
+def _finite_grad(grad):
+    if not torch.isfinite(grad).all():
+        raise FloatingPointError("non-finite gradient during training")
+    return grad
 
 
 @torch.no_grad()
