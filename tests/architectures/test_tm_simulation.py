@@ -11,6 +11,7 @@ from iclr26.architectures.tm_simulation import (BLANK, DUMMY, MACHINES, Clock, L
                                                 loglog_slope, overhead_per_step, palindrome_machine)
 from iclr26.architectures.tm_simulation import machines as _machines
 from iclr26.architectures.tm_simulation.machines import normalise, normalise_list
+from iclr26.architectures.tm_simulation import experiment as E
 
 
 def run_reference(tm, w, max_steps=20_000):
@@ -264,10 +265,18 @@ def test_simulators_reject_bad_input():
     tm = copy_machine()
     with pytest.raises(TypeError, match="tm must be a TuringMachine, got str"):
         QueueSimulator("copy", 64, 2)
-    with pytest.raises(ValueError, match="space bound s must be >= 2"):
+    with pytest.raises(ValueError, match="space bound s must be an integer >= 2"):
         QueueSimulator(tm, 1, 2)
-    with pytest.raises(ValueError, match=r"k_prime \(levels per stack\) must be >= 1"):
+    with pytest.raises(ValueError, match="space bound s must be an integer >= 2"):
+        QueueSimulator(tm, 2.5, 2)
+    with pytest.raises(ValueError, match=r"k_prime \(levels per stack\) must be an integer >= 1"):
         QueueSimulator(tm, 64, 0)
+    with pytest.raises(ValueError, match=r"k_prime \(levels per stack\) must be an integer >= 1"):
+        QueueSimulator(tm, 64, True)
+    with pytest.raises(ValueError, match="not in the alphabet"):
+        SingleQueueSimulator(tm, 16).run("0a")
+    with pytest.raises(ValueError, match="queue_lengths must be integers"):
+        QueueMachineTransformer(tm, [8.7, 32])
     with pytest.raises(ValueError, match="exceeds the space bound s=4"):
         QueueSimulator(tm, 4, 1).run("01010")
     with pytest.raises(TypeError, match="tm must be a TuringMachine, got list"):
@@ -510,3 +519,21 @@ def test_transformer_matches_can_fail(monkeypatch):
     monkeypatch.setattr(QueueMachineTransformer, "forward", corrupt)
     assert not E.transformer_matches(tm, "1", 16, 2, 2)
     assert calls["n"] > 0
+
+
+def test_transformer_run_checks_the_networks_own_moves(monkeypatch):
+    """A run that makes level moves matches; reversing the moves the FFN holds makes it fail."""
+    tm = copy_machine()
+    ok, copies = E.transformer_run(tm, "0110101", 16, 2, 2)
+    assert ok and copies > 0
+    orig = QueueMachineTransformer.moves_at
+    monkeypatch.setattr(QueueMachineTransformer, "moves_at",
+                        lambda self, tok, t: tuple(-m for m in orig(self, tok, t)))
+    assert not E.transformer_run(tm, "0110101", 16, 2, 2)[0]
+
+
+def test_palindrome_draw_keeps_its_type():
+    rng = random.Random(3)
+    for n in (5, 8, 31):
+        w = E.make_input("palindrome", n, rng, palindrome=True)
+        assert w == w[::-1] and len(w) == n

@@ -66,6 +66,7 @@ class Clock:
         self.t = 0
         self.record = record
         self.ops: list = []
+        self.counts = {k: 0 for k in KINDS}       # opcodes spent, per kind (``copy`` = level moves)
 
     def wait_for(self, residue: int, modulus: int) -> None:
         """Advance (with ``keep`` ticks) to the first tick ``t' >= t`` with ``t' = residue (mod modulus)``."""
@@ -75,6 +76,7 @@ class Clock:
         """Spend one tick on an opcode; return the tick it ran at."""
         if self.record:
             self.ops.append((self.t, (kind, a, src)))
+        self.counts[kind] += 1
         self.t += 1
         return self.t - 1
 
@@ -198,10 +200,10 @@ class QueueSimulator:
     def __init__(self, tm: TuringMachine, s: int, k_prime: int, record: bool = False):
         if not isinstance(tm, TuringMachine):
             raise TypeError(f"tm must be a TuringMachine, got {type(tm).__name__}")
-        if s < 2:
-            raise ValueError(f"space bound s must be >= 2, got {s}")
-        if k_prime < 1:
-            raise ValueError(f"k_prime (levels per stack) must be >= 1, got {k_prime}")
+        if isinstance(s, bool) or not isinstance(s, int) or s < 2:
+            raise ValueError(f"space bound s must be an integer >= 2, got {s!r}")
+        if isinstance(k_prime, bool) or not isinstance(k_prime, int) or k_prime < 1:
+            raise ValueError(f"k_prime (levels per stack) must be an integer >= 1, got {k_prime!r}")
         self.tm, self.s, self.k_prime = tm, s, k_prime
         self.b = max(2, integer_root(s, k_prime))
         self.clock = Clock(record)
@@ -233,6 +235,7 @@ class QueueSimulator:
             for a in reversed(cells):                       # the head cell ends on top of the right stack
                 right.push("store", -1, a)
         self.clock.t, self.clock.ops = 0, []
+        self.clock.counts = {k: 0 for k in KINDS}
 
     def decode(self, cells=None, layouts=None):
         """The tapes ``((string, head offset), ...)`` held in the queue cells (default: the live
@@ -255,6 +258,7 @@ class QueueSimulator:
         self.step_ticks = []
         self.step_layouts = [self.layouts()] if snapshots else []
         self.step_end = [0]                                  # tick count after each TM step
+        self.step_moves = []                                 # the head moves delta chose, per TM step
         for _ in range(max_steps):
             t0 = self.clock.t
             heads = []
@@ -270,6 +274,7 @@ class QueueSimulator:
                 return self
             self.clock.op("delta")
             state, write, move = out
+            self.step_moves.append(tuple(move))
             for k, (left, right) in enumerate(self.stacks):
                 if move[k] == 1:
                     left.push("write", k, write[k])
@@ -336,6 +341,7 @@ class SingleQueueSimulator:
         ring after every TM step), ``step_ticks`` and ``state``."""
         from collections import deque
 
+        initial_tapes(self.tm, word)                         # rejects symbols outside the alphabet
         if len(word) > self.s - 2:
             raise ValueError(f"input of length {len(word)} exceeds the space bound s - 2 = {self.s - 2}")
         tm, k, s = self.tm, self.tm.tapes, self.s

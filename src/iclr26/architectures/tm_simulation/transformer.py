@@ -44,7 +44,9 @@ class QueueMachineTransformer(nn.Module):
         super().__init__()
         if not isinstance(tm, TuringMachine):
             raise TypeError(f"tm must be a TuringMachine, got {type(tm).__name__}")
-        lengths = [int(n) for n in queue_lengths]
+        lengths = list(queue_lengths)
+        if any(isinstance(n, bool) or not isinstance(n, int) for n in lengths):
+            raise ValueError(f"queue_lengths must be integers, got {queue_lengths!r}")
         if not lengths or min(lengths) < 1:
             raise ValueError(f"queue_lengths must be a non-empty list of positive lengths, got {queue_lengths!r}")
         if not isinstance(layers, int) or not 1 <= layers <= len(lengths) + 1:
@@ -224,6 +226,12 @@ class QueueMachineTransformer(nn.Module):
                 c.append(self.vocab[int(tokens[p, self.sl["push"]][j * V:(j + 1) * V].argmax())])
             cells.append(c)
         return cells
+
+    def moves_at(self, tokens: torch.Tensor, tick: int) -> tuple:
+        """The head moves (one of -1, 0, 1 per tape) held by the token the network wrote at ``tick``."""
+        W = max(self.lengths)
+        mv = tokens[W + tick, self.sl["moves"]].view(self.k, 3).argmax(1)
+        return tuple(MOVES[int(i)] for i in mv)
 
     def state_at(self, tokens: torch.Tensor, ticks: int) -> str:
         """The TM state held by the token of the last tick."""
