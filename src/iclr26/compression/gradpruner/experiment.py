@@ -3,8 +3,8 @@
 Task: two-aspect review sentiment with negation ("Review: The soup was tasty, and the staff was not
 friendly.\nAspect: staff\nSentiment:"), answered by comparing the model's next-token scores of
 " positive" and " negative" (chance 0.5). The asked aspect is either clause; the other clause's
-polarity is drawn independently, so the model must bind the aspect to its clause (a task the
-pretrained model does not solve zero-shot, chosen to keep the dense fine-tune below ceiling).
+polarity is drawn independently, so the model must bind the aspect to its clause (chosen to keep the
+dense fine-tune below ceiling; the pretrained model scores about 0.74 zero-shot in the quick units).
 Train and test sentences are disjoint draws; one unit (seed) = one independent draw of the data and
 the LoRA initialisation, and one independently fine-tuned model per arm.
 
