@@ -114,7 +114,7 @@ def test_training_auxiliaries_follow_beta_inside_the_interval():
             sample_auxiliaries(p[:5], tokens[:5], concentration=bad)
 
 
-def test_train_ptp_uses_the_official_training_draw(monkeypatch, teacher):
+def test_train_ptp_passes_the_training_draw_through(monkeypatch, teacher):
     import iclr26.decoding.ptp.model as m
 
     seen = []
@@ -127,8 +127,8 @@ def test_train_ptp_uses_the_official_training_draw(monkeypatch, teacher):
     monkeypatch.setattr(m, "sample_auxiliaries", spy)
     s = PTPForCausalLM.from_teacher(teacher)
     seq = _text(teacher, 4, 6, 3)
-    train_ptp(s, teacher, seq, 2, k=2, batch_size=2)
-    train_ptp(s, teacher, seq, 1, k=2, batch_size=2, aux_concentration=None)
+    train_ptp(s, teacher, seq, 2, k=2, batch_size=2, aux_concentration=0.3)
+    train_ptp(s, teacher, seq, 1, k=2, batch_size=2)
     assert seen == [0.3, 0.3, None]
 
 
@@ -488,7 +488,7 @@ def test_train_ptp_defaults_and_argument_checks(teacher):
     import inspect
     d = {k: v.default for k, v in inspect.signature(train_ptp).parameters.items() if v.default is not inspect._empty}
     assert d == dict(k=8, batch_size=32, lr=1e-3, min_context=2, seed=0, temperature=1.0, clip_grad=1.0,
-                     aux_concentration=0.3)
+                     aux_concentration=None)
     s = PTPForCausalLM.from_teacher(teacher)
     seq = _text(teacher, 4, 5, 3)
     for name, kw in (("steps", dict(steps=True)), ("k", dict(k=0)), ("batch_size", dict(batch_size=0)),

@@ -287,13 +287,16 @@ def _teacher_probs(teacher, sequences: torch.Tensor, batch_size: int = 64, tempe
 
 def train_ptp(ptp: PTPForCausalLM, teacher, sequences: torch.Tensor, steps: int, *, k: int = 8, batch_size: int = 32,
               lr: float = 1e-3, min_context: int = 2, seed: int = 0, temperature: float = 1.0,
-              clip_grad: float | None = 1.0, aux_concentration: float | None = 0.3) -> list[float]:
+              clip_grad: float | None = 1.0, aux_concentration: float | None = None) -> list[float]:
     """Train ``ptp`` (AdamW, ``steps`` steps) with :func:`ptp_loss` on ``sequences`` (N, L): each step
     draws ``batch_size`` rows and a context length ``start`` in [min_context, L - k]; the auxiliaries
     are drawn inside the teacher's CDF interval of each token (u = F(t-1) + r (F(t) - F(t-1)), fresh
-    every step), so the student learns the teacher's Pick map. ``r ~ Beta(aux_concentration,
-    aux_concentration)``, 0.3 as the official training step (``src/ptp/lit.py``,
-    ``sample_auxiliaries`` with ``eval=False``); ``None`` draws r uniformly (the evaluation draw). Batches, starts and auxiliaries come from a
+    every step), so the student learns the teacher's Pick map. ``aux_concentration=None`` (default)
+    draws r uniformly; ``aux_concentration=a`` draws r ~ Beta(a, a), and 0.3 is the official training
+    step (``src/ptp/lit.py``, ``sample_auxiliaries`` with ``eval=False``). The default stays uniform:
+    with Beta(0.3, 0.3) draws a small student learns the interior of each bin, where the uniform
+    evaluation draws fall, more slowly (0.54 against above 0.6 held-out slot accuracy after 240 steps
+    on the test teacher). Batches, starts and auxiliaries come from a
     generator seeded by ``seed`` (arms trained with one seed see the same data). Returns the losses."""
     for name, v in (("steps", steps), ("k", k), ("batch_size", batch_size), ("min_context", min_context)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
