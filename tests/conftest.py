@@ -15,3 +15,21 @@ def _one_figure_cache_per_test_run(tmp_path_factory):
     mp.setenv("ICLR26_PLOT_CACHE", str(root))
     yield
     mp.undo()
+
+
+@pytest.fixture(scope="session")
+def nan_grad():
+    """``nan_grad(x)``: the identity forward whose backward returns NaN everywhere, for tests that a
+    training loop stops on a non-finite gradient."""
+    import torch
+
+    class _NaNGrad(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return torch.full_like(g, float("nan"))
+
+    return _NaNGrad.apply

@@ -578,7 +578,7 @@ def test_non_finite_given_pixels_and_training_videos_raise():
         train_multitask(m, Y.numpy(), y.numpy(), ("c2v",), steps=1, batch_size=2)
 
 
-def test_training_stops_on_a_non_finite_loss_and_gradient():
+def test_training_stops_on_a_non_finite_loss_and_gradient(nan_grad):
     X, y = moving_digits(16, frames=FRAMES, seed=5)
     torch.manual_seed(0)
     m = MfMVideoTransformer(FRAMES, D.DiTConfig(image_size=16, patch=4, width=16, depth=1, heads=4))
@@ -587,18 +587,9 @@ def test_training_stops_on_a_non_finite_loss_and_gradient():
     with pytest.raises(FloatingPointError, match="non-finite training loss"):
         train_multitask(m, X, y, TASKS, steps=2, batch_size=4, ema=None)
 
-    class NaNGrad(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            return x.clone()
-
-        @staticmethod
-        def backward(ctx, g):
-            return torch.full_like(g, float("nan"))
-
     torch.manual_seed(0)
     m = MfMVideoTransformer(FRAMES, D.DiTConfig(image_size=16, patch=4, width=16, depth=1, heads=4))
-    m.adapter.conv_out.register_forward_hook(lambda mod, inp, out: NaNGrad.apply(out))
+    m.adapter.conv_out.register_forward_hook(lambda mod, inp, out: nan_grad(out))
     with pytest.raises(FloatingPointError, match="non-finite gradient"):
         train_multitask(m, X, y, ("i2v",), steps=2, batch_size=4, ema=None)
 
