@@ -298,10 +298,15 @@ def test_interleaver_rejects_bad_arguments():
         DOIT(ps, CANDS, stage_len=1)
     with pytest.raises(ValueError, match="total_steps must be None or an integer >= stage_len, got 3"):
         DOIT(ps, CANDS, stage_len=5, total_steps=3)
-    with pytest.raises(ValueError, match="kappa must be a number >= 0"):
+    with pytest.raises(ValueError, match="kappa must be a finite number >= 0"):
         DOIT(ps, CANDS, kappa=-1)
-    with pytest.raises(ValueError, match="beta must be a number >= 0"):
+    with pytest.raises(ValueError, match="beta must be a finite number >= 0"):
         DOIT(ps, CANDS, beta=-0.1)
+    for bad in (float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="kappa must be a finite number"):
+            DOIT(ps, CANDS, kappa=bad)
+        with pytest.raises(ValueError, match="beta must be a finite number"):
+            DOIT(ps, CANDS, beta=bad)
     with pytest.raises(ValueError, match="n_init must be an integer >= 1"):
         DOIT(ps, CANDS, n_init=0)
     opt = DOIT(ps, CANDS)
@@ -596,3 +601,16 @@ def test_non_finite_gradient_stops_training():
         opt.step()
     with pytest.raises(ValueError, match="observed loss must be finite"):
         opt.observe(float("nan"))
+
+
+def test_experiment_standardisation_keeps_train_constant_features_bounded():
+    """A pixel constant (or nearly) on the training split must not become +-1e6 on validation/test
+    (it was ``sd + 1e-6``): the scale is floored at one grey level."""
+    from iclr26.optimization.doit.experiment import load_split
+    worst = 0.0
+    for seed in range(12):
+        (Xtr, _), (Xva, _), (Xte, _) = load_split(seed)
+        worst = max(worst, float(Xva.abs().max()), float(Xte.abs().max()))
+        const = Xtr.std(0) == 0
+        assert bool((Xtr[:, const] == 0).all())
+    assert worst <= 16.0

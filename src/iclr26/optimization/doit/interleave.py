@@ -230,10 +230,10 @@ class DOIT(Interleaver):
     def __init__(self, params, candidates: dict, stage_len: int = 50, total_steps: int | None = None,
                  kappa: float = 2.0, beta: float = 0.5, n_init: int = 1, explore_frac: float | None = 0.1,
                  seed: int = 0):
-        if not (isinstance(kappa, (int, float)) and kappa >= 0):
-            raise ValueError(f"kappa must be a number >= 0, got {kappa!r}")
-        if not (isinstance(beta, (int, float)) and beta >= 0):
-            raise ValueError(f"beta must be a number >= 0, got {beta!r}")
+        if not (isinstance(kappa, (int, float)) and math.isfinite(kappa) and kappa >= 0):
+            raise ValueError(f"kappa must be a finite number >= 0, got {kappa!r}")
+        if not (isinstance(beta, (int, float)) and math.isfinite(beta) and beta >= 0):
+            raise ValueError(f"beta must be a finite number >= 0, got {beta!r}")
         if not isinstance(n_init, int) or n_init < 1:
             raise ValueError(f"n_init must be an integer >= 1, got {n_init!r}")
         if explore_frac is not None and not (isinstance(explore_frac, (int, float)) and 0 < explore_frac <= 1):
