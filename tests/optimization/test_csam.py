@@ -628,10 +628,104 @@ def test_adaptive_ece_against_independent_loop():
         np.mean(np.abs(correct[:4] - conf[:4])))
 
 
-# ---------------------------------------------------------------- experiment smoke
-def test_experiment_smoke():
+# ---------------------------------------------------------------- experiment: tuning and smoke
+def _recorder(table):
+    """evaluate(v) for search(): looks the record up in ``table`` and logs the order of calls."""
+    calls = []
+
+    def evaluate(v):
+        calls.append(v)
+        return table(v)
+    return evaluate, calls
+
+
+def _rank_by_value(tried):
+    return sorted(tried, key=lambda v: tried[v])
+
+
+def test_search_refines_towards_the_better_neighbour_of_an_interior_best():
+    from iclr26.optimization.csam.experiment import search
+    # best 0.2 (interior); neighbours 0.1 (score 2) and 0.4 (score 3): the 4th point is sqrt(0.2 * 0.1)
+    ev, calls = _recorder(lambda v: {0.1: 2.0, 0.2: 1.0, 0.4: 3.0}.get(round(v, 6), 0.5))
+    best, tried, at_edge = search(ev, (0.1, 0.2, 0.4), _rank_by_value, budget=4)
+    assert calls[:3] == [0.1, 0.2, 0.4]
+    assert calls[3] == pytest.approx(math.sqrt(0.02))
+    assert best == pytest.approx(math.sqrt(0.02)) and not at_edge
+
+
+def test_search_widens_beyond_an_edge_and_flags_a_best_still_at_the_edge():
+    from iclr26.optimization.csam.experiment import search
+    ev, calls = _recorder(lambda v: -v)               # larger is always better
+    best, tried, at_edge = search(ev, (1.0, 2.0, 4.0), _rank_by_value, budget=5)
+    assert calls == [1.0, 2.0, 4.0, 8.0, 16.0]
+    assert best == 16.0 and at_edge
+    ev, calls = _recorder(lambda v: v)                # smaller is always better
+    best, tried, at_edge = search(ev, (1.0, 2.0, 4.0), _rank_by_value, budget=4)
+    assert calls[3] == 0.5 and best == 0.5 and at_edge
+    ev, calls = _recorder(lambda v: abs(math.log(v / 6.0)))   # optimum beyond the grid, then inside
+    best, tried, at_edge = search(ev, (1.0, 2.0, 4.0), _rank_by_value, budget=4)
+    assert calls[3] == 8.0 and best in (4.0, 8.0) and at_edge == (best == 8.0)
+
+
+@pytest.mark.parametrize("grid,budget,match", [((0.1, 0.2), 4, "three positive"),
+                                               ((0.1, -0.2, 0.4), 4, "three positive"),
+                                               ((0.1, 0.2, 0.3), 4, "geometric"),
+                                               ((0.4, 0.2, 0.1), 4, "increasing"),
+                                               ((0.1, 0.2, 0.4), 2, "budget"),
+                                               ((0.1, 0.2, 0.4), True, "budget")])
+def test_search_rejects_bad_grids(grid, budget, match):
+    from iclr26.optimization.csam.experiment import search
+    with pytest.raises(ValueError, match=match):
+        search(lambda v: v, grid, _rank_by_value, budget=budget)
+
+
+def test_rank_by_calibration_guards_accuracy_and_puts_diverged_last():
+    from iclr26.optimization.csam.experiment import rank_by_calibration
+    tried = {0.1: {"accuracy": 0.80, "log_ece": -2.0, "nll": 0.9},
+             0.2: {"accuracy": 0.795, "log_ece": -2.5, "nll": 0.8},     # within 1 point: eligible
+             0.4: {"accuracy": 0.11, "log_ece": -5.0, "nll": 2.3},      # calibrated at chance
+             0.8: None}                                                 # diverged
+    assert rank_by_calibration(tried) == [0.2, 0.1, 0.4, 0.8]
+    # tol = 0: only the most accurate is eligible; the others follow by ECE, whatever their accuracy
+    assert rank_by_calibration(tried, tol=0.0) == [0.1, 0.4, 0.2, 0.8]
+    ties = {1.0: {"accuracy": 0.8, "log_ece": -2.0, "nll": 0.9}, 2.0: {"accuracy": 0.8, "log_ece": -2.0, "nll": 0.7}}
+    assert rank_by_calibration(ties) == [2.0, 1.0]
+    with pytest.raises(FloatingPointError, match="diverged"):
+        rank_by_calibration({0.1: None})
+    with pytest.raises(ValueError, match="at least one"):
+        rank_by_calibration({})
+
+
+def test_training_raises_on_non_finite_loss_or_parameters():
+    from iclr26.optimization.csam.experiment import _check_finite
+    model = nn.Linear(2, 2)
+    _check_finite(model, torch.tensor(1.0), "sgd", 1)
+    with pytest.raises(FloatingPointError, match="non-finite loss"):
+        _check_finite(model, torch.tensor(float("nan")), "sgd", 3)
+    with torch.no_grad():
+        model.weight[0, 0] = float("inf")
+    with pytest.raises(FloatingPointError, match="non-finite parameters"):
+        _check_finite(model, torch.tensor(1.0), "sam (rho = 0.1)", 7)
+
+
+def test_run_rejects_bad_scale_and_seed():
     from iclr26.optimization.csam.experiment import run
+    with pytest.raises(ValueError, match="scale"):
+        run("huge", 0)
+    for seed in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="seed"):
+            run("smoke", seed)
+
+
+def test_experiment_smoke():
+    from iclr26.optimization.csam.experiment import ARMS, BASE, KNOBS, run
     out = run("smoke", 0)
-    for metric in ("ece", "accuracy", "nll", "brier"):
-        assert set(out["metrics"][metric]) == {"sgd", "sam", "csam", "reweight"}
+    for metric in ("ece", "accuracy", "nll", "brier", "confidence"):
+        assert set(out["metrics"][metric]) == set(ARMS) | set(BASE.values())
         assert all(np.isfinite(v) for v in out["metrics"][metric].values())
+    for arm in ARMS:
+        search = out["info"]["search"][arm]
+        assert len(search["val"]) == 4                      # the same budget for every arm
+        assert out["metrics"]["tuned_value"][arm] == search["chosen"]
+        assert out["metrics"]["tuned_at_edge"][arm] in (0.0, 1.0)
+        assert search["knob"] == KNOBS[arm][0]
