@@ -178,13 +178,83 @@ def test_rejections():
         AttentionConfig(dim=4, num_heads=0)
 
 
-# ---------------------------------------------------------------- experiment smoke
+# ---------------------------------------------------------------- experiment: lr search and smoke
 def test_experiment_smoke():
-    from iclr26.architectures.conditioned_init.experiment import ARMS, run
+    from iclr26.architectures.conditioned_init.experiment import ARMS, SCALES, run
     out = run("smoke", 0)
-    for metric in ("log10_cond_init", "steps_to_target", "final_test_accuracy"):
+    for metric in ("log10_cond_init", "steps_to_target", "final_test_accuracy", "tuned_lr",
+                   "tuned_lr_at_edge", "val_accuracy"):
         assert set(out["metrics"][metric]) == set(ARMS)
         assert all(np.isfinite(v) for v in out["metrics"][metric].values())
+    grid = SCALES["smoke"]["lr_grid"]
+    for arm in ARMS:
+        tried = [float(k) for k in out["info"]["search"][arm]]
+        assert all(any(math.isclose(g, t) for t in tried) for g in grid)       # same grid for all
+        assert 3 <= len(tried) <= 3 + SCALES["smoke"]["max_widen"]
+        assert any(math.isclose(out["metrics"]["tuned_lr"][arm], t) for t in tried)
+
+
+def _log_calls(fn):
+    calls = []
+
+    def evaluate(lr):
+        calls.append(lr)
+        return fn(lr)
+    return evaluate, calls
+
+
+def test_search_lr_stops_at_an_interior_best():
+    from iclr26.architectures.conditioned_init.experiment import search_lr
+    ev, calls = _log_calls(lambda lr: -abs(math.log(lr / 1e-3)))
+    best, tried, at_edge = search_lr(ev, (5e-4, 1e-3, 2e-3))
+    assert calls == [5e-4, 1e-3, 2e-3] and best == 1e-3 and not at_edge
+
+
+def test_search_lr_widens_outward_until_interior_or_the_cap():
+    from iclr26.architectures.conditioned_init.experiment import search_lr
+    ev, calls = _log_calls(lambda lr: -abs(math.log(lr / 4e-3)))     # optimum one step beyond
+    best, tried, at_edge = search_lr(ev, (5e-4, 1e-3, 2e-3), max_widen=2)
+    assert calls == pytest.approx([5e-4, 1e-3, 2e-3, 4e-3, 8e-3]) and best == pytest.approx(4e-3)
+    assert not at_edge
+    ev, calls = _log_calls(lambda lr: lr)                              # larger always better
+    best, tried, at_edge = search_lr(ev, (5e-4, 1e-3, 2e-3), max_widen=1)
+    assert len(calls) == 4 and best == pytest.approx(4e-3) and at_edge
+    ev, calls = _log_calls(lambda lr: -lr)                             # smaller always better
+    best, tried, at_edge = search_lr(ev, (5e-4, 1e-3, 2e-3), max_widen=2)
+    assert calls[3:] == pytest.approx([2.5e-4, 1.25e-4]) and at_edge
+
+
+@pytest.mark.parametrize("grid,widen,match", [((1e-3, 2e-3), 2, "three positive"),
+                                              ((0.0, 1e-3, 2e-3), 2, "three positive"),
+                                              ((1e-3, 2e-3, 3e-3), 2, "geometric"),
+                                              ((2e-3, 1e-3, 5e-4), 2, "increasing"),
+                                              ((5e-4, 1e-3, 2e-3), -1, "max_widen"),
+                                              ((5e-4, 1e-3, 2e-3), 1.5, "max_widen")])
+def test_search_lr_rejects_bad_grids(grid, widen, match):
+    from iclr26.architectures.conditioned_init.experiment import search_lr
+    with pytest.raises(ValueError, match=match):
+        search_lr(lambda lr: lr, grid, widen)
+
+
+def test_run_rejects_bad_scale_and_seed():
+    from iclr26.architectures.conditioned_init.experiment import run
+    with pytest.raises(ValueError, match="scale"):
+        run("huge", 0)
+    for seed in (-1, 2.0, False):
+        with pytest.raises(ValueError, match="seed"):
+            run("smoke", seed)
+
+
+def test_training_raises_on_non_finite_loss():
+    from iclr26.architectures.conditioned_init.experiment import SCALES, TinyViT, _data, _fit
+    cfg = dict(SCALES["smoke"], steps=3)
+    xtr, ytr, xva, yva, xte, yte = _data(0)
+    torch.manual_seed(0)
+    model = TinyViT(cfg["dim"], cfg["depth"], cfg["heads"])
+    with torch.no_grad():
+        model.head.weight.fill_(float("nan"))
+    with pytest.raises(FloatingPointError, match="non-finite loss"):
+        _fit(model, 1e-3, cfg, 0, xtr, ytr, xva, yva, xte, yte, "default (lr 0.001)")
 
 
 # ---------------------------------------------------------------- condition number values
