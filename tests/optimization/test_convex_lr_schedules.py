@@ -310,6 +310,8 @@ def test_checkpoints_and_empirical_best():
     from iclr26.optimization.convex_lr_schedules.experiment import checkpoints, empirical_best_log2
     assert checkpoints(800) == [100, 200, 300, 400, 500, 600, 700, 800]
     assert len(checkpoints(100)) == 8 and checkpoints(100)[-1] == 100
+    c = checkpoints(100, 32)
+    assert len(set(c)) == 32 and c[-1] == 100 and c[7] == 25        # t = T/4 is the 8th point
     grid = np.arange(-3, 3).astype(float)
     loss = (grid - 0.3) ** 2 + 1.0                            # a parabola: exact vertex
     assert empirical_best_log2(loss, grid) == pytest.approx(0.3)
@@ -321,11 +323,111 @@ def test_checkpoints_and_empirical_best():
     assert empirical_best_log2(with_nan, grid) == -1.0
 
 
+def test_experiment_helpers_reject_bad_input():
+    from iclr26.optimization.convex_lr_schedules.experiment import (SCALES, analyse, check_config,
+                                                                    checkpoints, empirical_best_log2, run)
+    with pytest.raises(ValueError, match=r"^T must be an integer horizon >= n_points = 32"):
+        checkpoints(16, 32)
+    with pytest.raises(ValueError, match=r"^T must be an integer"):
+        checkpoints(True)
+    with pytest.raises(ValueError, match=r"^n_points must be an integer >= 2"):
+        checkpoints(100, 1.5)
+    with pytest.raises(ValueError, match=r"^scale must be one of"):
+        run("huge", 0)
+    with pytest.raises(ValueError, match=r"^seed must be an integer >= 0"):
+        run("smoke", -1)
+    cfg = SCALES["quick"]
+    with pytest.raises(ValueError, match=r"^cfg\['fit_from'\] must be a fraction"):
+        check_config(dict(cfg, fit_from=0.5))
+    with pytest.raises(ValueError, match=r"^cfg\['fit_from'\] must be a fraction"):
+        check_config(dict(cfg, fit_from=0.0))
+    with pytest.raises(ValueError, match=r"^cfg is missing \['fit_from'\]"):
+        check_config({k: v for k, v in cfg.items() if k != "fit_from"})
+    with pytest.raises(ValueError, match=r"^cfg\['fit_max_T'\] must be one of the horizons"):
+        check_config(dict(cfg, fit_max_T=6400))
+    with pytest.raises(ValueError, match=r"^cfg\['horizons'\] must be at least two increasing"):
+        check_config(dict(cfg, horizons=[400, 200]))
+    with pytest.raises(ValueError, match=r"^cfg\['window'\] must be an integer >= 0"):
+        check_config(dict(cfg, window=-1))
+    with pytest.raises(ValueError, match=r"^curves must have shape"):
+        analyse(cfg, np.ones((7, 8, 8)), 3.0, 1.0)
+    with pytest.raises(ValueError, match=r"^init_loss must be finite and above the Bayes loss"):
+        analyse(cfg, np.ones((7, 8, 32)), 1.0, 1.0)
+    with pytest.raises(ValueError, match=r"^final_row has no finite loss"):
+        empirical_best_log2(np.full(3, np.nan), np.arange(3.0))
+    with pytest.raises(ValueError, match=r"^final_row and grid_log2 must be 1-D of the same length"):
+        empirical_best_log2(np.ones(3), np.arange(4.0))
+
+
+def test_grid_raises_when_every_run_diverges():
+    from iclr26.optimization.convex_lr_schedules.experiment import run_grid
+    cfg = dict(horizons=[8, 16], fit_max_T=8, lr_grid_log2=[40, 41, 42], hidden=4, batch=4,
+               n_eval=16, window=1, n_points=8, fit_from=0.25)
+    with pytest.raises(FloatingPointError, match=r"^every run of the grid diverged"):
+        run_grid(cfg, 0)
+
+
+def _law_curves(cfg, bump=0.0, late=0.0):
+    """Curves that follow the law exactly (L_inf = 1, A = 2, B = 0.05), plus ``bump`` on the points
+    before T/4 (a pre-convex phase) and ``late`` on the points after T/2."""
+    from iclr26.optimization.convex_lr_schedules.experiment import checkpoints
+    law = ConvexScalingLaw("linear")
+    n = cfg["n_points"]
+    out = np.zeros((len(cfg["horizons"]), len(cfg["lr_grid_log2"]), n))
+    for i, T in enumerate(cfg["horizons"]):
+        for j, e in enumerate(cfg["lr_grid_log2"]):
+            for k, t in enumerate(checkpoints(T, n)):
+                d, g = law.terms(T, t)
+                out[i, j, k] = 1.0 + 2.0 * d / 2.0 ** e + 0.05 * g * 2.0 ** e
+            out[i, j, : n // 4 - 1] += bump
+            out[i, j, n // 2:] += late * np.linspace(0, 1, n - n // 2)
+    return out
+
+
+_SYN = dict(horizons=[100, 200, 400, 800, 1600], fit_max_T=200, lr_grid_log2=list(range(-5, 3)),
+            hidden=8, batch=8, n_eval=16, window=2, n_points=16, fit_from=0.25)
+
+
+def test_analyse_recovers_a_law_and_leaves_out_the_initial_phase():
+    from iclr26.optimization.convex_lr_schedules.experiment import analyse
+    curves = _law_curves(_SYN, bump=0.5)
+    out = analyse(_SYN, curves, init_loss=3.0 * curves.max(), bayes=0.9)
+    m, info = out["metrics"], out["info"]
+    # the law's own curves past T/4: every held-out R^2 is 1, whatever the first quarter does
+    assert m["heldout_r2"]["convex_law"] == pytest.approx(1.0, abs=1e-6)
+    assert m["seq2seq_r2"]["convex_law"] == pytest.approx(1.0, abs=1e-6)
+    assert m["seq2seq_r2"]["convex_law_per_run"] == pytest.approx(1.0, abs=1e-4)
+    assert m["fit_r2"]["convex_law"] == pytest.approx(1.0, abs=1e-6)
+    assert info["fit"]["L_inf"] == pytest.approx(1.0, rel=1e-5)
+    assert info["fit"]["A"] == pytest.approx(2.0, rel=1e-5)
+    assert info["fit"]["B"] == pytest.approx(0.05, rel=1e-5)
+    assert m["lr_log2_error"]["convex_law"] < 0.35     # the grid optimum, interpolated
+    # the window of earlier versions (from t = T/8) takes in the bumped point and fits worse
+    assert info["from_T_over_8"]["seq2seq_r2"] < 0.99
+    assert info["from_T_over_8"]["heldout_r2"] < 0.99
+
+
+def test_analyse_scores_held_out_points_only():
+    # a second half that departs from the law: the fits never see it (in-sample R^2 stays 1),
+    # the held-out R^2 must fall
+    from iclr26.optimization.convex_lr_schedules.experiment import analyse
+    curves = _law_curves(_SYN, late=-0.3)
+    out = analyse(_SYN, curves, init_loss=3.0 * curves.max(), bayes=0.5)
+    m = out["metrics"]
+    assert out["info"]["fit_seq2seq"]["r2_fit"] == pytest.approx(1.0, abs=1e-6)
+    assert m["seq2seq_r2"]["convex_law"] < 0.95
+    assert m["seq2seq_r2"]["convex_law_per_run"] < 0.95
+    assert m["heldout_r2"]["convex_law"] < 0.95
+
+
 def test_experiment_smoke():
     from iclr26.optimization.convex_lr_schedules.experiment import run
     out = run("smoke", 0)
     m = out["metrics"]
-    assert set(m["extrap_log_error"]) == {"convex_law", "power_law", "persistence"}
+    assert set(m["extrap_log_error"]) == {"convex_law", "power_law", "persistence", "initial_loss"}
     assert set(m["lr_log2_error"]) == {"convex_law", "constant_transfer"}
+    assert set(m["seq2seq_r2"]) == {"convex_law", "convex_law_per_run"}
+    assert set(m["fit_r2"]) == {"convex_law"} and set(m["gap_closed"]) == {"sgd"}
     assert all(np.isfinite(v) for metric in m.values() for v in metric.values())
     assert np.array(out["info"]["heldout_runs"]).sum() > 0 and np.array(out["info"]["fit_runs"]).sum() > 0
+    assert len(out["info"]["checkpoints"][0]) == 16
