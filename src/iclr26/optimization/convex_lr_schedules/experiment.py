@@ -8,7 +8,7 @@ points of its curve, t = T/n, 2T/n, ..., T. All runs of one seed share the initi
 minibatch sequence; they are trained as one stacked ensemble (one batched forward/backward per
 step through the shared training loop), and a run stops moving after its own horizon.
 
-Fitting window. The paper's premise (abstract; Sec. 3) is that training "quickly becomes weakly
+Fitting window. The paper's premise (abstract) is that training "quickly becomes weakly
 convex after a short period of training": the law is a statement about the curve after that
 initial phase, not about the first steps. Every protocol therefore fits and scores only the curve
 points with ``t >= fit_from * T`` (``fit_from = 1/4`` at the quick scale: the first quarter of
