@@ -357,16 +357,78 @@ def test_grpo_bandit_learns_the_reward_and_only_it():
     assert np.allclose(grpo_bandit(env, key, np.random.default_rng(0), steps=3, rubric_key="crit"), 1 / 6)
 
 
-# ---------------------------------------------------------------- the experiment's item generator
-def test_programmatic_judge_items_are_balanced_and_checked():
-    from iclr26.posttraining.rar.experiment import check, cohen_kappa, judge_items
-    items = judge_items(40, np.random.default_rng(0))
-    assert sum(it["truth"] for it in items) == 20
-    assert {it["kind"] for it in items} == {"answer", "steps", "sentence", "units"}
-    assert check("answer", "The final answer is 30 apples.", 10, 20) and not check("answer", "The final answer is 31.", 10, 20)
-    assert cohen_kappa([1, 0, 1, 0], [1, 0, 1, 0]) == 1.0 and cohen_kappa([1, 1, 0, 0], [1, 0, 1, 0]) == 0.0
-    with pytest.raises(ValueError, match="unknown item kind"):
-        check("tone", "x", 1, 2)
+# ---------------------------------------------------------------- the experiment's real-judge pairs
+def test_judge_pairs_have_checked_truth_and_distinct_quality():
+    from iclr26.posttraining.rar.experiment import (ANSWER_TYPES, PAIR_WEIGHTS, judge_pairs, pair_accuracy,
+                                                    pair_response, pair_truth)
+    rng = np.random.default_rng(0)
+    pairs = judge_pairs(60, rng)
+    assert PAIR_WEIGHTS == (1.0, 0.7, 0.3, 0.9)
+    firsts = [p["first_better"] for p in pairs]
+    assert 15 < sum(firsts) < 45                                   # the order is random
+    for p in pairs:
+        assert p["quality"][0] != p["quality"][1]
+        assert len(p["rubric"]) == 4
+        for cfg, resp, q in zip(p["configs"], p["responses"], p["quality"]):
+            a, b, c = (int(x) for x in __import__("re").findall(r"\d+", p["prompt"])[:3])
+            truth = pair_truth(resp, a, b, c)
+            answer, work, unit = cfg
+            assert truth == (float(answer == "correct"), float(work), float(unit), float(answer != "sign_error"))
+            assert q == pytest.approx(explicit_reward(truth, PAIR_WEIGHTS))
+    # the checker reads the text, not the label: a hand-written response
+    assert pair_truth("60 - 20 = 40, so 40 + 10 = 50. The final answer is 50 apples.", 60, 20, 10) == (1.0, 1.0, 1.0, 1.0)
+    assert pair_truth("The final answer is 30.", 60, 20, 10) == (0.0, 0.0, 0.0, 0.0)   # the sign error
+    assert pair_response(60, 20, 10, "sign_error", 1, 0, rng) == "First, 60 - 20 = 40. Then 40 - 10 = 30. The final answer is 30."
+    assert set(ANSWER_TYPES) == {"correct", "slip", "sign_error"}
+    with pytest.raises(ValueError, match="answer must be one of"):
+        pair_response(60, 20, 10, "typo", 1, 0, rng)
+    with pytest.raises(ValueError, match="states no final answer"):
+        pair_truth("It is 50.", 60, 20, 10)
+    two = [dict(first_better=True), dict(first_better=False)]
+    assert pair_accuracy([(0.9, 0.1), (0.9, 0.1)], two) == [1.0, 0.0]
+    assert pair_accuracy([(0.5, 0.5), (0.2, 0.7)], two) == [0.5, 1.0]
+
+
+class _DigitTok:
+    """A stand-in tokenizer: Yes/No and the digits are single distinct tokens."""
+    padding_side, pad_token, eos_token, chat_template = "right", "<p>", "<e>", None
+
+    def encode(self, s, add_special_tokens=False):
+        return [{"Yes": 1, "No": 2}.get(s, 3 + int(s) if s.isdigit() else 15)]
+
+    def __len__(self):
+        return 16
+
+    def __call__(self, texts, return_tensors=None, padding=None):
+        import torch
+        return {"input_ids": torch.tensor([[len(t) % 7, 1] for t in texts])}
+
+
+class _ConstModel:
+    """Next-token logits that do not depend on the input: every response gets the same score."""
+    device = "cpu"
+
+    def __call__(self, input_ids, logits_to_keep=None):
+        import torch
+        lo = torch.arange(16, dtype=torch.float32).repeat(input_ids.shape[0], 1, 1)
+        return type("O", (), {"logits": lo})()
+
+
+def test_judge_alignment_with_a_scripted_model_and_arms():
+    pytest.importorskip("torch")
+    from iclr26.posttraining.rar.experiment import judge_alignment, judge_pairs
+    pairs = judge_pairs(3, np.random.default_rng(1))
+    acc, raw = judge_alignment(_ConstModel(), _DigitTok(), pairs, 2)
+    assert set(acc) == {"rar_explicit", "rar_implicit", "direct_likert"}
+    for arm in acc:                                   # a judge blind to the input ties every pair
+        assert acc[arm] == [0.5, 0.5, 0.5] and len(raw[arm]) == 6
+    assert raw["rar_explicit"] == [0.0] * 6           # P(No) > P(Yes): every criterion fails
+    acc, _ = judge_alignment(_ConstModel(), _DigitTok(), pairs, 4, ("direct_likert",))
+    assert list(acc) == ["direct_likert"]
+    with pytest.raises(ValueError, match="arms must be a non-empty subset"):
+        judge_alignment(_ConstModel(), _DigitTok(), pairs, 2, ("oracle",))
+    with pytest.raises(ValueError, match="arms must be a non-empty subset"):
+        judge_alignment(_ConstModel(), _DigitTok(), pairs, 2, ())
 
 
 @pytest.mark.slow
@@ -375,7 +437,8 @@ def test_quick_scale_seed_runs():
     from iclr26.posttraining.rar.experiment import run
     m = run("quick", 0)["metrics"]
     assert m["true_quality"]["oracle"] >= m["true_quality"]["rar_explicit"] > m["true_quality"]["uniform_policy"]
-    assert len(m["judge_correct"]["llm_judge"]) == 6
+    assert set(m["pair_accuracy"]) == {"rar_implicit", "direct_likert"}
+    assert all(len(v) == 4 for v in m["pair_accuracy"].values())
 
 
 # ---------------------------------------------------------------- exact messages, defaults and references
@@ -473,3 +536,91 @@ def test_rating_noise_is_per_rating_and_gaussian():
     assert len(set(r.tolist())) >= 4                    # independent noise per rating
     assert 0.8 < r.std() < 1.4                          # sd 1 before rounding (plus rounding)
     assert abs(r.mean() - (1 + 9 * q[i, m])) < 0.3
+
+
+# ---------------------------------------------------------------- verdict validation (NaN must raise)
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -0.1, 1.5])
+def test_bad_verdicts_raise_before_thresholding(bad):
+    judge = lambda p, c, items: [1.0] * (len(items) - 1) + [bad]   # noqa: E731
+    for binary in (True, False):
+        with pytest.raises(ValueError, match=r"judge verdict 3 must be a finite number in \[0, 1\]"):
+            RubricReward(judge, binary=binary)(["q"], ["x"], rubric=[RUBRIC])
+    with pytest.raises(TypeError, match="judge verdict 0 must be a number"):
+        RubricReward(lambda p, c, items: ["yes"] * len(items))(["q"], ["x"], rubric=[RUBRIC])
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_bad_ratings_raise(bad):
+    with pytest.raises(ValueError, match="judge rating 1 must be finite"):
+        RubricReward(lambda p, c, r: [5.0, bad], "implicit")(["q", "q"], ["x", "y"], rubric=[RUBRIC, RUBRIC])
+    with pytest.raises(TypeError, match="judge rating 0 must be a number"):
+        RubricReward(lambda p, c, r: [None], "implicit")(["q"], ["x"], rubric=[RUBRIC])
+
+
+def test_yes_no_judge_nan_probability_raises_in_the_reward():
+    """A judge whose model returns NaN logits gives NaN probabilities; the reward must refuse them."""
+    torch = pytest.importorskip("torch")
+
+    class Tok:
+        padding_side, pad_token, eos_token, chat_template = "right", "<p>", "<e>", None
+
+        def encode(self, s, add_special_tokens=False):
+            return [{"Yes": 1, "No": 2}.get(s, 3)]
+
+        def __len__(self):
+            return 4
+
+        def __call__(self, texts, return_tensors=None, padding=None):
+            return {"input_ids": torch.zeros(len(texts), 2, dtype=torch.long)}
+
+    class NanModel:
+        device = "cpu"
+
+        def __call__(self, input_ids, logits_to_keep=None):
+            return type("O", (), {"logits": torch.full((input_ids.shape[0], 1, 4), float("nan"))})()
+
+    judge = TransformersYesNoJudge(NanModel(), Tok())
+    with pytest.raises(ValueError, match="judge verdict 0 must be a finite number"):
+        RubricReward(judge)(["q"], ["x"], rubric=[RUBRIC])
+
+
+# ---------------------------------------------------------------- the Likert judge (RaR-Implicit, Direct-Likert)
+def test_likert_prompt_with_and_without_rubric():
+    from iclr26.posttraining.rar import likert_prompt
+    with_r = likert_prompt("What?", "Answer.", RUBRIC)
+    without = likert_prompt("What?", "Answer.")
+    assert rubric_list_string(RUBRIC) in with_r and "rubric" not in without.lower()
+    assert with_r.startswith(without.rsplit("Answer with", 1)[0])
+    assert without.endswith("Answer with a single digit from 1 to 9.")
+
+
+@pytest.mark.llm
+def test_likert_judge_expected_rating(smol):
+    import torch
+
+    from iclr26.posttraining.rar import TransformersLikertJudge, likert_prompt
+    model, tok = smol
+    j1 = TransformersLikertJudge(model, tok, batch_size=1)
+    j2 = TransformersLikertJudge(model, tok, batch_size=2)
+    jd = TransformersLikertJudge(model, tok, use_rubric=False, batch_size=2)
+    prompts, comps = ["What is 2 + 2?", "Name a fruit."], ["4", "An apple, a common fruit."]
+    rubs = [as_rubric(["The answer is 4."]), as_rubric(["Names a fruit."])]
+    r1, r2, rd = j1(prompts, comps, rubs), j2(prompts, comps, rubs), jd(prompts, comps, rubs)
+    assert all(1.0 <= r <= 9.0 for r in r1 + rd)
+    assert r2 == pytest.approx(r1, abs=2e-2)                      # left padding does not change a rating
+    text = j1._format(prompts[0], comps[0], rubs[0])
+    assert text == tok.apply_chat_template([{"role": "user", "content": likert_prompt(prompts[0], comps[0], rubs[0])}],
+                                           tokenize=False, add_generation_prompt=True)
+    assert "rubric" not in jd._format(prompts[0], comps[0], rubs[0]).split("<response>")[1].lower()
+    with torch.no_grad():
+        lo = model(**tok([text], return_tensors="pt")).logits[0, -1].float()
+    p = torch.softmax(lo[j1.ids], 0)
+    assert r1[0] == pytest.approx(float((p * torch.arange(1, 10)).sum()), abs=1e-4)
+    out = RubricReward(j1, "implicit", likert_min=1, likert_max=9)(prompts, comps, rubric=rubs)
+    assert out == pytest.approx([(r - 1) / 8 for r in r1])
+    with pytest.raises(ValueError, match="must have the same length"):
+        j1(prompts, comps[:1], rubs)
+    with pytest.raises(ValueError, match="batch_size must be a positive integer"):
+        TransformersLikertJudge(model, tok, batch_size=0)
+    with pytest.raises(ValueError, match="low and high must be single digits"):
+        TransformersLikertJudge(model, tok, low=1, high=10)

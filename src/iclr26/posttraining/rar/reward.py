@@ -38,7 +38,8 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 __all__ = ["CATEGORY_WEIGHTS", "RubricItem", "Rubric", "as_rubric", "explicit_reward", "normalize_likert",
-           "rubric_list_string", "criterion_prompt", "RubricReward", "TransformersYesNoJudge"]
+           "rubric_list_string", "criterion_prompt", "likert_prompt", "RubricReward", "TransformersYesNoJudge",
+           "TransformersLikertJudge"]
 
 #: RaR-Explicit's categorical weights (arXiv:2507.17746v2, Sec. 4.4; v1 used 0.8 for Pitfall).
 CATEGORY_WEIGHTS: dict[str, float] = {"essential": 1.0, "important": 0.7, "optional": 0.3, "pitfall": 0.9}
@@ -169,6 +170,29 @@ def _text(c) -> str:
     raise TypeError(f"a completion must be a string or a list of chat messages, got {type(c).__name__}")
 
 
+def _check_verdict(x, j: int) -> float:
+    """A judge verdict as a float, validated *before* any thresholding: finite and in [0, 1]
+    (a NaN would otherwise compare False with 0.5 and silently become 0)."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        raise TypeError(f"judge verdict {j} must be a number in [0, 1], got {x!r}") from None
+    if not math.isfinite(v) or not 0.0 <= v <= 1.0:
+        raise ValueError(f"judge verdict {j} must be a finite number in [0, 1], got {x!r}")
+    return v
+
+
+def _check_rating(x, j: int) -> float:
+    """A judge's Likert rating as a float, rejected when it is not finite (NaN, inf)."""
+    try:
+        r = float(x)
+    except (TypeError, ValueError):
+        raise TypeError(f"judge rating {j} must be a number, got {x!r}") from None
+    if not math.isfinite(r):
+        raise ValueError(f"judge rating {j} must be finite, got {x!r}")
+    return r
+
+
 class RubricReward:
     """A TRL-compatible reward function that scores completions against per-prompt rubrics.
 
@@ -225,7 +249,8 @@ class RubricReward:
             ratings = list(self.judge(prompts, texts, rubrics))
             if len(ratings) != n:
                 raise ValueError(f"judge returned {len(ratings)} ratings for {n} completions")
-            return [normalize_likert(r, self.likert_min, self.likert_max) for r in ratings]
+            return [normalize_likert(_check_rating(r, j), self.likert_min, self.likert_max)
+                    for j, r in enumerate(ratings)]
         flat_p, flat_c, flat_i = [], [], []
         for p, c, rub in zip(prompts, texts, rubrics):
             for it in rub:
@@ -233,10 +258,11 @@ class RubricReward:
         verdicts = list(self.judge(flat_p, flat_c, flat_i))
         if len(verdicts) != len(flat_i):
             raise ValueError(f"judge returned {len(verdicts)} verdicts for {len(flat_i)} criteria")
+        verdicts = [_check_verdict(x, j) for j, x in enumerate(verdicts)]
         out, pos = [], 0
         for rub in rubrics:
             k = len(rub)
-            v = [float(x) for x in verdicts[pos:pos + k]]
+            v = verdicts[pos:pos + k]
             if self.binary:
                 v = [1.0 if x >= 0.5 else 0.0 for x in v]
             w = [self._weight(it) for it in rub]
@@ -280,20 +306,93 @@ class TransformersYesNoJudge:
         if not len(prompts) == len(completions) == len(items):
             raise ValueError("prompts, completions and items must have the same length")
         texts = [self._format(p, c, i) for p, c, i in zip(prompts, completions, items)]
-        tok = self.tokenizer
-        side = tok.padding_side
-        if tok.pad_token is None:
-            tok.pad_token = tok.eos_token
-        tok.padding_side = "left"
-        out = []
-        try:
-            for s in range(0, len(texts), self.batch_size):
-                enc = tok(texts[s:s + self.batch_size], return_tensors="pt", padding=True)
-                enc = {k: v.to(self.model.device) for k, v in enc.items()}
-                with torch.no_grad():
-                    logits = self.model(**enc).logits[:, -1].float()
-                pair = torch.log_softmax(logits[:, [self.yes_id, self.no_id]], dim=-1)
-                out.extend(pair[:, 0].exp().tolist())
-        finally:
-            tok.padding_side = side
-        return out
+        logits = _last_logits(self.model, self.tokenizer, texts, self.batch_size)
+        pair = torch.log_softmax(logits[:, [self.yes_id, self.no_id]], dim=-1)
+        return pair[:, 0].exp().tolist()
+
+
+def _last_logits(model, tokenizer, texts, batch_size):
+    """Next-token logits (float32, one row per text) after each text: left padding, no generation."""
+    import torch
+
+    tok = tokenizer
+    side = tok.padding_side
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
+    rows = []
+    try:
+        for s in range(0, len(texts), batch_size):
+            enc = tok(texts[s:s + batch_size], return_tensors="pt", padding=True)
+            enc = {k: v.to(model.device) for k, v in enc.items()}
+            with torch.no_grad():
+                rows.append(model(**enc, logits_to_keep=1).logits[:, -1].float().cpu())
+    finally:
+        tok.padding_side = side
+    if not rows:
+        return torch.zeros(0, len(tok))
+    return torch.cat(rows)
+
+
+def likert_prompt(prompt: str, completion: str, rubric=None, low: int = 1, high: int = 9) -> str:
+    """The holistic rating question (Sec. 4.3-4.4). With ``rubric`` it is RaR-Implicit's judge
+    (Eq. 2: the whole rubric in view, one rating); with ``rubric=None`` it is Direct-Likert's
+    (no rubric, no reference). The paper's exact wording is not public; this template is ours."""
+    head = ("You are an expert evaluator. Rate the quality of the response to the prompt "
+            f"on a scale from {low} (worst) to {high} (best).\n"
+            f"<prompt>\n{prompt}\n</prompt>\n<response>\n{completion}\n</response>\n")
+    if rubric is not None:
+        head += ("Judge the response against this rubric (each item is a criterion the response should "
+                 f"satisfy; higher weights matter more):\n<rubric>\n{rubric_list_string(rubric)}\n</rubric>\n")
+    return head + f"Answer with a single digit from {low} to {high}."
+
+
+class TransformersLikertJudge:
+    """A holistic Likert judge from a causal LM: the expected rating under the next-token
+    distribution restricted to the digit tokens ``low..high`` (one forward pass, no generation).
+
+    Follows the implicit judge protocol: ``judge(prompts, completions, rubrics) -> ratings``.
+    ``use_rubric=True`` is RaR-Implicit's judge (Eq. 2); ``use_rubric=False`` ignores the rubric
+    column and is the Direct-Likert baseline (Sec. 4.3). Pair it with
+    ``RubricReward(judge, "implicit", likert_min=low, likert_max=high)``. Ratings are single digits so
+    that each is one token; the paper's scale is 1-10 (a deviation, see the README).
+    """
+
+    def __init__(self, model, tokenizer, *, use_rubric: bool = True, low: int = 1, high: int = 9,
+                 batch_size: int = 8, template: Callable = likert_prompt, use_chat_template: bool | None = None):
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if not (isinstance(low, int) and isinstance(high, int) and 0 <= low < high <= 9):
+            raise ValueError(f"low and high must be single digits with low < high, got low={low!r}, high={high!r}")
+        self.model, self.tokenizer, self.batch_size, self.template = model, tokenizer, batch_size, template
+        self.use_rubric, self.low, self.high = bool(use_rubric), low, high
+        ids = []
+        for k in range(low, high + 1):
+            t = tokenizer.encode(str(k), add_special_tokens=False)
+            if len(t) != 1:
+                raise ValueError(f"the rating {k} must be a single token of this tokenizer, got {t}")
+            ids.append(t[0])
+        if len(set(ids)) != len(ids):
+            raise ValueError("the rating digits must be distinct tokens")
+        self.ids = ids
+        if use_chat_template is None:
+            use_chat_template = getattr(tokenizer, "chat_template", None) is not None
+        self.use_chat_template = use_chat_template
+
+    def _format(self, prompt, completion, rubric) -> str:
+        q = self.template(prompt, completion, rubric if self.use_rubric else None, self.low, self.high)
+        if self.use_chat_template:
+            return self.tokenizer.apply_chat_template([{"role": "user", "content": q}], tokenize=False,
+                                                      add_generation_prompt=True)
+        return q + "\nRating:"
+
+    def __call__(self, prompts, completions, rubrics) -> list[float]:
+        import torch
+
+        if not len(prompts) == len(completions) == len(rubrics):
+            raise ValueError("prompts, completions and rubrics must have the same length")
+        texts = [self._format(p, c, r) for p, c, r in zip(prompts, completions, rubrics)]
+        logits = _last_logits(self.model, self.tokenizer, texts, self.batch_size)
+        probs = torch.softmax(logits[:, self.ids], dim=-1)
+        scale = torch.arange(self.low, self.high + 1, dtype=probs.dtype)
+        return (probs * scale).sum(-1).tolist()
