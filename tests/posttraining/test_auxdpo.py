@@ -136,8 +136,10 @@ def test_loss_rejects_bad_shapes_and_types():
         dpo_loss(pw[None], pl[None], rw[None], rl[None], 0.1)
     with pytest.raises(TypeError, match="torch.Tensor"):
         ipo_loss(pw.numpy(), pl, rw, rl, 0.1)
-    with pytest.raises(ValueError, match="beta"):
+    with pytest.raises(ValueError, match="tau"):
         ipo_loss(pw, pl, rw, rl, tau=0)
+    with pytest.raises(ValueError, match="beta"):
+        dpo_loss(pw, pl, rw, rl, float("inf"))
 
 
 # ----------------------------------------------------------------------------- bandit geometry
@@ -235,6 +237,37 @@ def test_bt_reward_recovers_differences(inst):
     np.testing.assert_allclose(rh - rh.mean(1, keepdims=True), r - r.mean(1, keepdims=True), atol=1e-3)
 
 
+def test_regularised_objective_formula(inst):
+    b, r, _ = inst
+    th = b.theta0 + 0.3
+    pi, pi0 = b.policy(th), b.policy(b.theta0)
+    rr = np.asarray(r, float).reshape(b.S, b.K)
+    ref = sum(b.rho[s] * (pi[s] @ rr[s] - 0.7 * (pi[s] @ (np.log(pi[s]) - np.log(pi0[s])))) for s in range(b.S))
+    assert b.regularised_objective(th, r, 0.7) == pytest.approx(ref, rel=1e-10)
+    assert b.regularised_objective(b.theta0, r, 5.0) == pytest.approx(b.expected_reward(b.theta0, r), rel=1e-12)
+    with pytest.raises(ValueError, match="beta"):
+        b.regularised_objective(th, r, -1.0)
+
+
+def test_ipo_matched_kl_hits_the_target(inst):
+    from iclr26.posttraining.auxdpo.bandit import fit_ipo, fit_ipo_matched_kl
+
+    b, r, pp = inst
+    dt = sample_preferences(b, r, pp, 500, np.random.default_rng(3))
+    target = b.kl(fit_ipo(b, dt, 0.5), b.theta0)
+    th, tau = fit_ipo_matched_kl(b, dt, target, iters=30)
+    assert tau == pytest.approx(0.5, rel=0.05)
+    assert b.kl(th, b.theta0) == pytest.approx(target, rel=0.02)
+    # unreachable targets return the range ends
+    assert fit_ipo_matched_kl(b, dt, 0.0, tau_range=(1e-2, 10.0))[1] == 10.0
+    assert fit_ipo_matched_kl(b, dt, 1e6, tau_range=(1e-2, 10.0))[1] == 1e-2
+    for kw, match in ((dict(target_kl=float("nan")), "target_kl"), (dict(target_kl=-1.0), "target_kl"),
+                      (dict(target_kl=0.1, tau_range=(1.0, 0.5)), "tau_range"),
+                      (dict(target_kl=0.1, iters=0), "iters")):
+        with pytest.raises(ValueError, match=match):
+            fit_ipo_matched_kl(b, dt, **kw)
+
+
 def test_sample_preferences():
     b, r, pairs = random_bandit(np.random.default_rng(3), S=2, K=4, d=2)
     d = sample_preferences(b, r, pairs, 500, np.random.default_rng(0))
@@ -265,7 +298,11 @@ def test_bandit_rejects_bad_input():
 
 
 # ----------------------------------------------------------------------------- the experiment
-def test_experiment_smoke_is_deterministic():
+def test_experiment_smoke_is_deterministic(monkeypatch):
+    from iclr26.posttraining.auxdpo import experiment as ex
+
+    # the bandit part twice; the language-model part (SmolLM2) is exercised by the contract smoke run
+    monkeypatch.setattr(ex, "lm_trial", lambda cfg, seed: ({"dpo": [1.0], "auxdpo": [0.0]}, {}))
     a, b = run("smoke", 0), run("smoke", 0)
     assert a["metrics"] == b["metrics"]
     m = a["metrics"]
@@ -361,6 +398,45 @@ def test_null_space_gram_matches_per_example_gradients(trl_setup):
     assert K.shape == (lp.shape[0], lp.shape[0])
     assert K[0, 2].item() == pytest.approx((g0 @ g2).item(), rel=1e-4)
     assert K[0, 0].item() == pytest.approx((g0 @ g0).item(), rel=1e-4)
+
+
+def test_null_space_penalty_value_and_gradient(trl_setup):
+    # the one-backward penalty equals d^T K d with K from the per-sequence gradients, and its
+    # gradient with respect to d is 2 K d (K held constant)
+    s = trl_setup
+    aux, m2 = s["aux"], s["m2"]
+    ba = next(iter(aux.get_train_dataloader()))
+    ba = {k: v for k, v in ba.items() if k != "aux_index"}
+    K = aux.null_space_gram(m2, ba).double()
+    n = K.shape[0]
+    d = torch.linspace(-0.7, 0.9, n).float().requires_grad_(True)
+    pen = aux.null_space_penalty(m2, ba, d)
+    ref = d.detach().double() @ K @ d.detach().double()
+    assert pen.item() == pytest.approx(ref.item(), rel=1e-4)
+    (gd,) = torch.autograd.grad(pen, d)
+    torch.testing.assert_close(gd.double(), 2 * K @ d.detach().double(), rtol=1e-4, atol=1e-6)
+    assert not all(p.grad is not None and p.grad.abs().sum() > 0 for p in m2.parameters() if p.requires_grad)
+    with pytest.raises(ValueError, match="d_b has shape"):
+        aux.null_space_penalty(m2, ba, torch.zeros(n + 1))
+
+
+def test_one_epoch_auxdpo_equals_dpo(trl_setup):
+    # with a per-pair offset table each offset is still zero at its pair's first visit, so within
+    # one epoch (every pair seen once) the policy update equals DPO's exactly
+    s = trl_setup
+    ma, md = copy.deepcopy(s["model"]), copy.deepcopy(s["model"])
+    cfg = s["cfg"](max_steps=2, per_device_train_batch_size=4)  # 8 rows: one epoch
+    aux = s["AuxDPOTrainer"](model=ma, args=cfg, train_dataset=s["ds"], processing_class=s["tok"],
+                             lambda_null=1.0, lambda_amp=0.01, delta_lr=0.5)
+    from trl import DPOTrainer
+
+    dpo = DPOTrainer(model=md, args=s["cfg"](max_steps=2, per_device_train_batch_size=4), train_dataset=s["ds"],
+                     processing_class=s["tok"])
+    aux.train()
+    dpo.train()
+    assert aux.aux_delta.abs().sum().item() > 0
+    for a, b in zip(ma.parameters(), md.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
 def test_trainer_trains_policy_and_offsets(trl_setup):

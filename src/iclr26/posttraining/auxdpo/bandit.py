@@ -24,23 +24,31 @@ from scipy.linalg import null_space
 from .loss import auxdpo_loss, dpo_loss, ipo_loss
 
 __all__ = ["LinearSoftmaxBandit", "PreferenceCounts", "null_space_basis", "fit_dpo", "fit_ipo", "fit_auxdpo",
-           "fit_bt_reward", "rlhf_solution", "rlhf_local_solution", "three_arm_example", "sample_preferences",
+           "fit_ipo_matched_kl", "fit_bt_reward", "rlhf_solution", "rlhf_local_solution", "three_arm_example", "sample_preferences",
            "random_bandit"]
 
 _T = torch.float64
 
 
 def _lbfgs(params, closure_fn, max_iter=500):
+    """Minimise ``closure_fn()`` over ``params`` with L-BFGS; raises ``FloatingPointError`` on a
+    non-finite loss or gradient (at any evaluation) or non-finite parameters at the end."""
     opt = torch.optim.LBFGS(params, lr=1.0, max_iter=max_iter, tolerance_grad=1e-10, tolerance_change=1e-13,
                             history_size=50, line_search_fn="strong_wolfe")
 
     def closure():
         opt.zero_grad()
         loss = closure_fn()
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"non-finite loss {loss.item()} in an L-BFGS fit")
         loss.backward()
+        if any(p.grad is not None and not torch.isfinite(p.grad).all() for p in params):
+            raise FloatingPointError("non-finite gradient in an L-BFGS fit")
         return loss
 
     opt.step(closure)
+    if not all(torch.isfinite(p).all() for p in params):
+        raise FloatingPointError("an L-BFGS fit ended at non-finite parameters")
     return params
 
 
@@ -118,6 +126,13 @@ class LinearSoftmaxBandit:
         lp, lq = self.logpi(theta_p), self.logpi(theta_q)
         return float(self.rho @ (np.exp(lp) * (lp - lq)).sum(-1))
 
+    def regularised_objective(self, theta, r, beta):
+        """The KL-regularised RLHF objective (Section 4, the objective two-stage RLHF maximises):
+        ``sum_s rho(s) [E_{pi_theta} r(s, .) - beta KL(pi_theta(.|s) || pi_theta0(.|s))]``."""
+        if not (isinstance(beta, (int, float)) and beta >= 0):
+            raise ValueError(f"beta must be a non-negative number, got {beta!r}")
+        return self.expected_reward(theta, r) - beta * self.kl(theta, self.theta0)
+
     def implicit_reward(self, theta, beta):
         """``beta log(pi_theta / pi_theta0)``, shape (S, K) (Section 3)."""
         return beta * (self.logpi(theta) - self.logpi(self.theta0))
@@ -167,6 +182,31 @@ def sample_preferences(bandit, r, pair_probs, n, rng):
     return PreferenceCounts(s_idx, a, b, wa, cnt[s_idx, p_idx] - wa)
 
 
+def _check_data(bandit, data):
+    if not isinstance(bandit, LinearSoftmaxBandit):
+        raise TypeError(f"bandit must be a LinearSoftmaxBandit, got {type(bandit).__name__}")
+    if not isinstance(data, PreferenceCounts):
+        raise TypeError(f"data must be PreferenceCounts, got {type(data).__name__}")
+    if data.s.size == 0 or (data.wins_a.sum() + data.wins_b.sum()) <= 0:
+        raise ValueError("data holds no comparisons")
+    if np.any((data.s < 0) | (data.s >= bandit.S)):
+        raise ValueError(f"data.s must index states 0..{bandit.S - 1}")
+    for name, x in (("data.a", data.a), ("data.b", data.b)):
+        if np.any((x < 0) | (x >= bandit.K)):
+            raise ValueError(f"{name} must index actions 0..{bandit.K - 1}")
+
+
+def _check_positive(x, name):
+    if isinstance(x, bool) or not (isinstance(x, (int, float)) and 0 < x < float("inf")):
+        raise ValueError(f"{name} must be a positive finite number, got {x!r}")
+
+
+def _check_reward(bandit, r):
+    r = np.asarray(r, float)
+    if r.size != bandit.S * bandit.K or not np.all(np.isfinite(r)):
+        raise ValueError(f"r must hold S*K = {bandit.S * bandit.K} finite rewards, got shape {r.shape}")
+
+
 def _pairs_t(data):
     s, w, l_, n = data.as_pairs()
     return s, w, l_, torch.tensor(n / n.sum(), dtype=_T)
@@ -180,6 +220,7 @@ def _logps(bandit, theta, s, w, l_):
 
 def fit_dpo(bandit, data, beta):
     """``argmin_theta`` of the weighted empirical DPO loss (Section 3; Proposition 1's estimator)."""
+    _check_data(bandit, data)
     s, w, l_, wt = _pairs_t(data)
     theta = torch.tensor(bandit.theta0, dtype=_T, requires_grad=True)
     _lbfgs([theta], lambda: (wt * dpo_loss(*_logps(bandit, theta, s, w, l_), beta=beta)).sum())
@@ -188,18 +229,62 @@ def fit_dpo(bandit, data, beta):
 
 def fit_ipo(bandit, data, tau):
     """``argmin_theta`` of the weighted empirical IPO loss (Azar et al. 2024)."""
+    _check_data(bandit, data)
     s, w, l_, wt = _pairs_t(data)
     theta = torch.tensor(bandit.theta0, dtype=_T, requires_grad=True)
     _lbfgs([theta], lambda: (wt * ipo_loss(*_logps(bandit, theta, s, w, l_), tau=tau)).sum())
     return theta.detach().numpy()
 
 
+def fit_ipo_matched_kl(bandit, data, target_kl, *, tau_range=(1e-3, 1e3), iters=20):
+    """IPO at a prescribed regularisation strength: the ``tau`` (bisection on ``log tau`` within
+    ``tau_range``) whose fitted policy has ``KL(pi_ipo || pi_theta0) = target_kl``. Uses the data and
+    the policy class only (no reward), so it may be applied to evaluation data. Returns
+    ``(theta, tau)``; at a ``tau_range`` end when the target is out of reach there.
+
+    Not from the paper: a comparison protocol at matched regularisation (equal KL to the base
+    policy) for methods whose regularisation constants are on different scales (IPO's ``tau`` and
+    DPO's ``beta``)."""
+    if not (isinstance(target_kl, (int, float, np.floating)) and np.isfinite(target_kl) and target_kl >= 0):
+        raise ValueError(f"target_kl must be a finite non-negative number, got {target_kl!r}")
+    lo, hi = (float(t) for t in tau_range)
+    if not (0 < lo < hi and np.isfinite(hi)):
+        raise ValueError(f"tau_range must be (low, high) with 0 < low < high, got {tau_range!r}")
+    if not (isinstance(iters, int) and iters >= 1):
+        raise ValueError(f"iters must be a positive integer, got {iters!r}")
+    kl = lambda th: bandit.kl(th, bandit.theta0)  # noqa: E731
+    # KL to the base falls as tau grows (IPO's target log-ratio gap is 1/(2 tau))
+    th_lo, th_hi = fit_ipo(bandit, data, lo), fit_ipo(bandit, data, hi)
+    if kl(th_lo) <= target_kl:
+        return th_lo, lo
+    if kl(th_hi) >= target_kl:
+        return th_hi, hi
+    a, b = np.log(lo), np.log(hi)
+    best = (abs(kl(th_lo) - target_kl), th_lo, lo)
+    for _ in range(iters):
+        m = 0.5 * (a + b)
+        th = fit_ipo(bandit, data, float(np.exp(m)))
+        k = kl(th)
+        if abs(k - target_kl) < best[0]:
+            best = (abs(k - target_kl), th, float(np.exp(m)))
+        if k > target_kl:
+            a = m
+        else:
+            b = m
+    return best[1], best[2]
+
+
 def fit_auxdpo(bandit, data, beta, lambda_amp, *, Gamma=None, return_delta=False):
     """AuxDPO, exact small-model form (Section 5): ``delta = Gamma c`` over an exact null-space basis of
     ``A_{rho, theta0}``, so the null-space penalty is identically zero; ``lambda_amp ||delta||^2`` is kept.
     ``delta`` is indexed by (s, a) and discarded after training (returned only if ``return_delta``)."""
+    _check_data(bandit, data)
+    if isinstance(lambda_amp, bool) or not (isinstance(lambda_amp, (int, float)) and 0 <= lambda_amp < float("inf")):
+        raise ValueError(f"lambda_amp must be a non-negative finite number, got {lambda_amp!r}")
     s, w, l_, wt = _pairs_t(data)
     Gamma = null_space_basis(bandit.A_matrix()) if Gamma is None else np.asarray(Gamma, float)
+    if Gamma.ndim != 2 or Gamma.shape[0] != bandit.S * bandit.K:
+        raise ValueError(f"Gamma must have shape (S*K, k) = ({bandit.S * bandit.K}, k), got {Gamma.shape}")
     G = torch.tensor(Gamma, dtype=_T)
     theta = torch.tensor(bandit.theta0, dtype=_T, requires_grad=True)
     c = torch.zeros(Gamma.shape[1], dtype=_T, requires_grad=True)
@@ -219,6 +304,9 @@ def fit_auxdpo(bandit, data, beta, lambda_amp, *, Gamma=None, return_delta=False
 def fit_bt_reward(bandit, data, ridge=1e-3):
     """Two-stage RLHF, stage 1: a tabular Bradley-Terry reward ``r(s, a)`` fitted by penalised maximum
     likelihood (``ridge ||r||^2`` makes unobserved actions identifiable)."""
+    _check_data(bandit, data)
+    if not (isinstance(ridge, (int, float)) and 0 < ridge < float("inf")):
+        raise ValueError(f"ridge must be a positive finite number, got {ridge!r}")
     s, w, l_, wt = _pairs_t(data)
     r = torch.zeros(bandit.S * bandit.K, dtype=_T, requires_grad=True)
     K = bandit.K
@@ -229,6 +317,8 @@ def fit_bt_reward(bandit, data, ridge=1e-3):
 
 def rlhf_solution(bandit, r, beta):
     """Two-stage RLHF, stage 2 (exact): ``argmax_theta sum_s rho(s) [E_pi r - beta KL(pi || pi0)]``."""
+    _check_positive(beta, "beta")
+    _check_reward(bandit, r)
     rt = torch.tensor(np.asarray(r, float).reshape(bandit.S, bandit.K), dtype=_T)
     rho = torch.tensor(bandit.rho, dtype=_T)
     lp0 = bandit._lp0_t()
@@ -245,6 +335,8 @@ def rlhf_solution(bandit, r, beta):
 
 def rlhf_local_solution(bandit, r, beta):
     """``theta0 + (1/beta) F^+ A_{rho, theta0} r`` (Section 4, the natural-gradient step)."""
+    _check_positive(beta, "beta")
+    _check_reward(bandit, r)
     return bandit.theta0 + np.linalg.pinv(bandit.fisher()) @ bandit.A_matrix() @ np.asarray(r, float).reshape(-1) / beta
 
 

@@ -31,9 +31,9 @@ def _check_batch(**tensors):
             raise ValueError(f"{name} has shape {tuple(t.shape)}; all per-pair inputs must have shape {tuple(shape)}")
 
 
-def _check_beta(beta):
-    if not (isinstance(beta, (int, float)) and beta > 0):
-        raise ValueError(f"beta must be a positive number, got {beta!r}")
+def _check_beta(beta, name="beta"):
+    if isinstance(beta, bool) or not (isinstance(beta, (int, float)) and beta > 0 and beta < float("inf")):
+        raise ValueError(f"{name} must be a positive finite number, got {beta!r}")
 
 
 def dpo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, beta: float = 0.1):
@@ -47,7 +47,7 @@ def dpo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_r
 
 def ipo_loss(policy_chosen_logps, policy_rejected_logps, ref_chosen_logps, ref_rejected_logps, tau: float = 0.1):
     """Per-pair IPO loss ``(h - 1/(2 tau))^2`` on the log-ratio difference ``h`` (Azar et al. 2024, Eq. 17)."""
-    _check_beta(tau)
+    _check_beta(tau, "tau")
     _check_batch(policy_chosen_logps=policy_chosen_logps, policy_rejected_logps=policy_rejected_logps,
                  ref_chosen_logps=ref_chosen_logps, ref_rejected_logps=ref_rejected_logps)
     h = (policy_chosen_logps - ref_chosen_logps) - (policy_rejected_logps - ref_rejected_logps)

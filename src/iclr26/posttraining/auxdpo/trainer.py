@@ -18,9 +18,52 @@ from __future__ import annotations
 import torch
 from trl import DPOTrainer
 
-__all__ = ["AuxDPOTrainer", "INDEX_COLUMN"]
+__all__ = ["AuxDPOTrainer", "INDEX_COLUMN", "sequence_logps", "heldout_margins"]
 
 INDEX_COLUMN = "aux_index"
+
+
+def sequence_logps(model, inputs) -> torch.Tensor:
+    """Summed completion log-probabilities ``log pi(y|x)`` of the rows of a TRL preference batch
+    (``input_ids``, ``attention_mask``, ``completion_mask``; chosen rows first)."""
+    for k in ("input_ids", "attention_mask", "completion_mask"):
+        if k not in inputs:
+            raise KeyError(f"inputs lacks {k!r} (a batch from a trl.DPOTrainer data loader is needed)")
+    mask = inputs["completion_mask"][:, 1:].float()
+    logits = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
+                   use_cache=False).logits[:, :-1].float()
+    lp = torch.log_softmax(logits, -1).gather(-1, inputs["input_ids"][:, 1:, None]).squeeze(-1)
+    return (lp * mask).sum(1)
+
+
+def heldout_margins(trainer, dataset=None) -> torch.Tensor:
+    """Implicit-reward margins ``beta [(log pi - log pi_ref)(y_w) - (log pi - log pi_ref)(y_l)]`` (the DPO
+    reward of Section 3, offsets not included) of every pair of ``dataset`` (default: the trainer's
+    eval set), in order, with the trainer's current policy. Needs a ``trl.DPOTrainer`` (plain or
+    :class:`AuxDPOTrainer`) built with ``precompute_ref_log_probs=True`` and the dataset passed as its
+    ``eval_dataset`` (so its reference log-probabilities are precomputed)."""
+    if not isinstance(trainer, DPOTrainer):
+        raise TypeError(f"heldout_margins needs a trl.DPOTrainer, got {type(trainer).__name__}")
+    if not getattr(trainer.args, "precompute_ref_log_probs", False):
+        raise ValueError("heldout_margins needs a trainer built with precompute_ref_log_probs=True")
+    if dataset is None and trainer.eval_dataset is None:
+        raise ValueError("heldout_margins needs a dataset or a trainer with an eval_dataset")
+    model = trainer.model
+    was_training = model.training
+    model.eval()
+    out = []
+    try:
+        for batch in trainer.get_eval_dataloader(dataset):
+            batch = trainer._prepare_inputs(batch)
+            if "ref_chosen_logps" not in batch:
+                raise ValueError("the evaluation batches carry no precomputed reference log-probabilities")
+            with torch.no_grad():
+                c, r = sequence_logps(model, batch).chunk(2)
+            out.append(trainer.beta * ((c - batch["ref_chosen_logps"].float())
+                                       - (r - batch["ref_rejected_logps"].float())))
+    finally:
+        model.train(was_training)
+    return torch.cat(out).float().cpu()
 
 
 class _IndexCollator:
@@ -94,11 +137,7 @@ class AuxDPOTrainer(DPOTrainer):
 
     # ------------------------------------------------------------------ loss
     def _sequence_logps(self, model, inputs):
-        mask = inputs["completion_mask"][:, 1:].float()
-        logits = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"],
-                       use_cache=False).logits[:, :-1].float()
-        lp = torch.log_softmax(logits, -1).gather(-1, inputs["input_ids"][:, 1:, None]).squeeze(-1)
-        return (lp * mask).sum(1)
+        return sequence_logps(model, inputs)
 
     def null_space_gram(self, model, inputs):
         """``G G^T`` for ``G`` the (2n, P) matrix of per-sequence gradients of the trainable parameters
@@ -113,6 +152,35 @@ class AuxDPOTrainer(DPOTrainer):
                                        for g, p in zip(gs, params)]))
         G = torch.stack(rows).detach()
         return G @ G.T
+
+    def null_space_penalty(self, model, inputs, d_b: torch.Tensor) -> torch.Tensor:
+        """``d_b^T (G G^T) d_b = ||A_B d_b||^2`` with ``G G^T`` held constant (as :meth:`null_space_gram`),
+        from one backward pass instead of one per sequence: ``G^T d_b`` is the gradient of
+        ``d_b . log pi`` and ``G G^T d_b`` the gradient of ``(G^T w) . (G^T d_b)`` with respect to ``w``
+        (a second, double backward; models whose ops have no double backward, such as SDPA attention
+        on CPU, fall back to :meth:`null_space_gram`: load them with ``attn_implementation="eager"`` for
+        the fast path). Returns a scalar whose value is the penalty and whose gradient
+        with respect to ``d_b`` is ``2 G G^T d_b``."""
+        params = [p for p in model.parameters() if p.requires_grad]
+        with torch.enable_grad():
+            logps = self._sequence_logps(model, inputs)
+            if logps.shape != d_b.shape:
+                raise ValueError(f"d_b has shape {tuple(d_b.shape)}, the batch has {tuple(logps.shape)} sequences")
+            w = d_b.detach().to(logps.dtype).clone().requires_grad_(True)
+            u = [g for g in torch.autograd.grad(logps, params, grad_outputs=w, create_graph=True, allow_unused=True)
+                 if g is not None]
+            if not u:
+                return (d_b * 0).sum()
+            sq = sum((g * g.detach()).sum() for g in u)
+            try:
+                (kd,) = torch.autograd.grad(sq, w)
+            except RuntimeError as err:  # an op without a double backward (e.g. SDPA attention on CPU)
+                if "not implemented" not in str(err):
+                    raise
+                del u, sq
+                kd = self.null_space_gram(model, inputs).to(w.dtype) @ w.detach()
+        kd = kd.detach().to(d_b.dtype)
+        return 2 * (d_b @ kd) - (d_b.detach() @ kd)
 
     def _compute_loss(self, model, inputs, return_outputs):
         inputs = dict(inputs)
@@ -129,6 +197,7 @@ class AuxDPOTrainer(DPOTrainer):
         if self.lambda_amp > 0:
             loss = loss + self.lambda_amp * (d_b ** 2).sum()
         if self.lambda_null > 0:
-            K = self.null_space_gram(model, inputs).to(d_b.dtype)
-            loss = loss + self.lambda_null * d_b @ K @ d_b
+            loss = loss + self.lambda_null * self.null_space_penalty(model, inputs, d_b)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"AuxDPOTrainer: non-finite loss {loss.item()} at step {self.state.global_step}")
         return (loss, res[1]) if return_outputs else loss
