@@ -187,6 +187,8 @@ class AndOrTemplate(ClassifierMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = False
+        # a presence-only template (beta >= 0) cannot use features whose low values mark the positives
+        tags.classifier_tags.poor_score = True
         return tags
 
     def fit(self, X, y):
@@ -196,8 +198,8 @@ class AndOrTemplate(ClassifierMixin, BaseEstimator):
         check_classification_targets(y)
         classes = np.unique(y)
         if classes.size != 2:
-            raise ValueError(f"AndOrTemplate is a binary (template vs reference) classifier; y has {classes.size} "
-                             f"class(es): {classes.tolist()}")
+            raise ValueError(f"Only binary classification is supported. AndOrTemplate is a binary (template vs "
+                             f"reference) classifier; y has {classes.size} class(es): {classes.tolist()}")
         self.classes_ = classes
         pos, ref = X[y == classes[1]], X[y == classes[0]]
         self.reference_ = ref.copy()
@@ -373,7 +375,8 @@ class AndOrTemplate(ClassifierMixin, BaseEstimator):
         return np.stack([1.0 - p, p], axis=1)
 
     def predict(self, X):
-        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+        d = self.decision_function(X)
+        return self.classes_[(d > 0).astype(int)]
 
     def explain(self, X):
         """The parse of each row: per OR node the chosen branch (or None) and its AND node's terminals.
