@@ -164,7 +164,7 @@ def test_sam_first_step_moves_by_rho_along_gradient_and_second_step_returns():
     opt.second_step()                      # lr = 0: back to theta exactly
     assert torch.equal(_params(model), before)
     assert all(p.grad is None for p in model.parameters())
-    assert all("e_w" not in s for s in opt.state.values())
+    assert all("old_p" not in s for s in opt.state.values())
 
 
 def test_first_and_second_step_can_keep_gradients():
@@ -484,6 +484,38 @@ def test_csam_loss_rejects_bad_input():
         csam_loss(z, t, reduction="max")
 
 
+def test_non_finite_and_empty_inputs_raise():
+    with pytest.raises(ValueError, match="NaN or inf"):
+        csam_loss(torch.tensor([[float("nan"), 0.0]]), torch.tensor([0]))
+    with pytest.raises(ValueError, match="empty"):
+        csam_loss(torch.zeros(0, 3), torch.zeros(0, dtype=torch.long))
+    model, x, y = _toy()
+    opt = SAM(model.parameters(), torch.optim.SGD, rho=0.1, lr=0.1)
+
+    def nan_closure():
+        loss = F.cross_entropy(model(x), y) * float("nan")
+        loss.backward()
+        return loss
+    with pytest.raises(FloatingPointError, match="non-finite loss"):
+        opt.step(nan_closure)
+    copt = CSAM(model.parameters(), torch.optim.SGD, rho=0.1, lr=0.1)
+    with pytest.raises(FloatingPointError, match="non-finite loss"):
+        copt.step(lambda loss_fn: nan_closure())
+    with pytest.raises(TypeError, match="loss_fn"):
+        copt.step(lambda: F.cross_entropy(model(x), y))
+    model.zero_grad()
+    F.cross_entropy(model(x), y).backward()
+    next(model.parameters()).grad[0] = float("inf")
+    with pytest.raises(FloatingPointError, match="gradient norm"):
+        opt.first_step()
+
+
+def test_numpy_scalars_are_accepted():
+    model, _, _ = _toy()
+    opt = CSAM(model.parameters(), torch.optim.SGD, rho=np.float32(0.1), gamma=np.float64(0.5), lr=0.1)
+    assert opt.param_groups[0]["rho"] == pytest.approx(0.1) and opt.param_groups[0]["gamma"] == 0.5
+
+
 def test_metrics_reject_bad_input():
     with pytest.raises(ValueError, match=r"^probs must be probabilities: non-negative rows that sum to 1 "
                                          r"\(apply softmax to logits first\)$"):
@@ -653,6 +685,39 @@ def test_search_refines_towards_the_better_neighbour_of_an_interior_best():
     assert best == pytest.approx(math.sqrt(0.02)) and not at_edge
 
 
+def test_search_bisects_the_wider_gap_next_to_the_best():
+    from iclr26.optimization.csam.experiment import search
+    # scores fall towards 0.5, but 0.8 collapses: outward to 0.8, then the tie (gaps 2 and 2) goes to
+    # the better neighbour 0.2, then the wider gap (0.4 -> 0.8) is bisected
+    ev, calls = _recorder(lambda v: 9.0 if abs(v - 0.8) < 1e-9 else abs(math.log(v / 0.5)))
+    best, tried, at_edge = search(ev, (0.1, 0.2, 0.4), _rank_by_value, budget=6)
+    assert calls[:4] == [0.1, 0.2, 0.4, 0.8]
+    assert calls[4] == pytest.approx(math.sqrt(0.08))
+    assert calls[5] == pytest.approx(math.sqrt(0.32))
+    assert best == pytest.approx(math.sqrt(0.32)) and not at_edge
+
+
+def test_arms_train_with_the_declared_knobs(monkeypatch):
+    # the control is the CSAM loss without the perturbation (rho = 0); CSAM runs at the rho it is given
+    from iclr26.optimization.csam import experiment as ex
+    seen = []
+
+    class Recorder(ex.CSAM):
+        def __init__(self, params, base, **kw):
+            seen.append((kw["rho"], kw["gamma"]))
+            super().__init__(params, base, **kw)
+
+    monkeypatch.setattr(ex, "CSAM", Recorder)
+    cfg = dict(ex.SCALES["smoke"], steps=2)
+    torch.manual_seed(0)
+    init, x, y = ex._mlp(8), torch.randn(16, 64), torch.randint(0, 10, (16,))
+    ex._fit("reweight", 2.0, init, x, y, cfg, 0)
+    ex._fit("csam", 0.5, init, x, y, cfg, 0, rho=0.3)
+    assert seen == [(0.0, 2.0), (0.3, 0.5)]
+    with pytest.raises(ValueError, match="rho"):
+        ex._fit("csam", 0.5, init, x, y, cfg, 0)
+
+
 def test_search_widens_beyond_an_edge_and_flags_a_best_still_at_the_edge():
     from iclr26.optimization.csam.experiment import search
     ev, calls = _recorder(lambda v: -v)               # larger is always better
@@ -723,9 +788,11 @@ def test_experiment_smoke():
     for metric in ("ece", "accuracy", "nll", "brier", "confidence"):
         assert set(out["metrics"][metric]) == set(ARMS) | set(BASE.values())
         assert all(np.isfinite(v) for v in out["metrics"][metric].values())
+    from iclr26.optimization.csam.experiment import BUDGET
+    assert out["info"]["search"]["csam"]["rho"] == out["metrics"]["tuned_value"]["sam"]
     for arm in ARMS:
         search = out["info"]["search"][arm]
-        assert len(search["val"]) == 4                      # the same budget for every arm
+        assert len(search["val"]) == BUDGET == 6            # the same budget for every arm
         assert out["metrics"]["tuned_value"][arm] == search["chosen"]
         assert out["metrics"]["tuned_at_edge"][arm] in (0.0, 1.0)
         assert search["knob"] == KNOBS[arm][0]

@@ -11,19 +11,20 @@ Arms (all SGD with momentum 0.9, weight decay 5e-4, cosine schedule, the same in
 minibatches within a seed):
 - ``sgd``: plain SGD; its tuned knob is the learning rate (its only free hyper-parameter);
 - ``sam``: SAM (Foret et al., 2021; paper Sec. 2) at lr 0.05; tuned knob: the radius ``rho``;
-- ``csam``: CSAM (paper Sec. 4) at lr 0.05, ``gamma = 1`` (one of the paper's values); tuned
-  knob: ``rho``;
+- ``csam``: CSAM (paper Sec. 4) at lr 0.05 and SAM's chosen ``rho`` (the paper keeps SAM's radius
+  and sets CSAM's ``gamma``, from {0.5, 1, 2}); tuned knob: ``gamma``;
 - ``reweight``: the control, the CSAM loss descended by plain SGD (``CSAM`` with ``rho = 0``) at
-  lr 0.05; tuned knob: ``gamma`` (its only free hyper-parameter). It separates the reweighted loss
-  from its combination with SAM's perturbation.
-Two premise arms cost no training: ``sgd_same_lr`` (SGD's grid point at lr 0.05 = SAM with
-``rho = 0``) and ``reweight_same_gamma`` (the control's grid point at ``gamma = 1`` = CSAM with
-``rho = 0``); against them the premises check that the perturbation changes the model at all.
+  lr 0.05; tuned knob: ``gamma``, on the same grid and budget as CSAM's. CSAM and the control differ
+  only in the perturbation; each picks its own ``gamma``.
+Three premise/control arms cost no training: ``sgd_same_lr`` (SGD's grid point at lr 0.05 = SAM
+with ``rho = 0``), ``csam_same_gamma`` and ``reweight_same_gamma`` (the CSAM and control grid points
+at ``gamma = 1``: the same loss with and without SAM's perturbation).
 
-Tuning (:func:`search`): every arm gets the same budget, four trainings: a three-point geometric
-grid around the arm's starting value, then one more point, outward beyond the edge when the best
-of the three is at an edge, else halfway (geometrically) towards the better neighbour of an
-interior best. The choice minimises the ECE on the 300 validation images (ties: the validation
+Tuning (:func:`search`): every arm gets the same budget, six trainings: a three-point geometric
+grid around the arm's starting value, then further points, outward beyond the edge while the best
+is at an edge, else halfway (geometrically) into the wider of the two gaps around an interior best
+(the better-ranked side on a tie), so a cliff next to the best (a radius at which training
+collapses) is bisected too. The choice minimises the ECE on the 300 validation images (ties: the validation
 NLL) among the candidates within one accuracy point of the arm's most accurate one
 (:func:`rank_by_calibration`: an untrained network is calibrated at chance); the test images (the remaining 497) are used for nothing but the reported metrics. The
 chosen value of every arm and whether it still sits at the edge of what was tried are stored per
@@ -46,20 +47,20 @@ from iclr26.common.training import batches, train
 from .calibration import adaptive_ece, brier_score, expected_calibration_error, nll
 from .optimizer import CSAM, SAM
 
-ARMS = ("sgd", "sam", "csam", "reweight")
-# premise arms, no extra training: the grid point of the tuned arm at the setting the perturbed arms
-# use, i.e. SAM with rho = 0 (SGD at SAM's lr) and CSAM with rho = 0 (the CSAM loss at CSAM's gamma)
-BASE = {"sgd": "sgd_same_lr", "reweight": "reweight_same_gamma"}
+ARMS = ("sgd", "sam", "csam", "reweight")   # trained in this order (CSAM takes SAM's chosen rho)
+# arms with no extra training: the grid point of a tuned arm at a fixed setting, i.e. SGD at SAM's
+# lr (SAM with rho = 0), and CSAM and the control at gamma = 1 (the same loss with and without the
+# perturbation)
+BASE = {"sgd": "sgd_same_lr", "csam": "csam_same_gamma", "reweight": "reweight_same_gamma"}
 # the knob each arm tunes and its starting grid (geometric); widened by search()
 KNOBS = {
     "sgd": ("lr", (0.05, 0.1, 0.2)),
     "sam": ("rho", (0.1, 0.2, 0.4)),
-    "csam": ("rho", (0.1, 0.2, 0.4)),
-    # ratio 2 sqrt 2: gamma = 1 (CSAM's, the reweight_same_gamma premise arm) stays on the grid while
-    # it reaches 8 (with (1, 2, 4) the control's best was the edge 4 -> 8 in 5 of 10 seeds)
-    "reweight": ("gamma", (1.0, 2.0 * math.sqrt(2.0), 8.0)),
+    # the paper's gamma values (Sec. 5: 0.5, 1, 2), for CSAM and the control alike
+    "csam": ("gamma", (0.5, 1.0, 2.0)),
+    "reweight": ("gamma", (0.5, 1.0, 2.0)),
 }
-BUDGET = 4          # trainings per arm and seed, the same for every arm
+BUDGET = 6          # trainings per arm and seed, the same for every arm
 ACC_TOL = 0.01      # a candidate may give up at most 1 validation-accuracy point to calibration
 N_DIGITS = 1797
 SCALES = {
@@ -73,7 +74,7 @@ SCALES = {
     "paper": dict(hidden=512, steps=20000, batch=128, lr=0.1, wd=5e-4, gamma=1.0, n_train=1000,
                   n_val=300, noise=0.4),
 }
-SEEDS = {"smoke": 1, "quick": 10, "paper": 5}
+SEEDS = {"smoke": 1, "quick": 20, "paper": 5}
 
 
 def _data(seed: int, n_train: int, n_val: int, noise: float):
@@ -101,9 +102,11 @@ def _check_finite(model: nn.Module, loss: torch.Tensor, where: str, step: int) -
             raise FloatingPointError(f"{where}: non-finite parameters after step {step}")
 
 
-def _fit(arm: str, value: float, init: nn.Module, xtr, ytr, cfg, seed: int) -> nn.Module:
-    """Train ``arm`` with its tuned knob (``KNOBS[arm][0]``) set to ``value``."""
+def _fit(arm: str, value: float, init: nn.Module, xtr, ytr, cfg, seed: int, rho: float | None = None) -> nn.Module:
+    """Train ``arm`` with its tuned knob (``KNOBS[arm][0]``) set to ``value`` (CSAM: at radius ``rho``)."""
     model = copy.deepcopy(init)
+    if arm == "csam" and rho is None:
+        raise ValueError("csam needs rho (SAM's chosen radius)")
     lr = value if arm == "sgd" else cfg["lr"]
     kw = dict(lr=lr, momentum=0.9, weight_decay=cfg["wd"])
     where = f"{arm} ({KNOBS[arm][0]} = {value:g})"
@@ -123,7 +126,7 @@ def _fit(arm: str, value: float, init: nn.Module, xtr, ytr, cfg, seed: int) -> n
         if arm == "sam":
             opt = SAM(model.parameters(), torch.optim.SGD, rho=value, **kw)
         elif arm == "csam":
-            opt = CSAM(model.parameters(), torch.optim.SGD, rho=value, gamma=cfg["gamma"], **kw)
+            opt = CSAM(model.parameters(), torch.optim.SGD, rho=rho, gamma=value, **kw)
         elif arm == "reweight":     # rho = 0: the CSAM loss with plain SGD
             opt = CSAM(model.parameters(), torch.optim.SGD, rho=0.0, gamma=value, **kw)
         else:
@@ -160,7 +163,7 @@ def search(evaluate: Callable[[float], dict], grid: tuple, rank: Callable[[dict]
     returns a record; ``rank(tried)`` orders the values of ``tried`` (value -> record) best first.
     After the three, each further evaluation goes outward (``min / r`` or ``max * r``) when the best
     so far is the smallest or largest value tried, else to the geometric midpoint between the best
-    and the better ranked of its two neighbours. Returns ``(best, tried, at_edge)``; ``at_edge`` is
+    and the neighbour across the wider (log-scale) gap, the better ranked neighbour on a tie. Returns ``(best, tried, at_edge)``; ``at_edge`` is
     True when the best is the smallest or largest value tried (the optimum may lie beyond).
     """
     if len(grid) != 3 or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
@@ -183,7 +186,12 @@ def search(evaluate: Callable[[float], dict], grid: tuple, rank: Callable[[dict]
             nxt = vals[-1] * r
         else:
             i = vals.index(best)
-            nb = min((vals[i - 1], vals[i + 1]), key=order.index)
+            lo, hi = vals[i - 1], vals[i + 1]
+            g_lo, g_hi = math.log(best / lo), math.log(hi / best)
+            if math.isclose(g_lo, g_hi, rel_tol=1e-9):
+                nb = min((lo, hi), key=order.index)
+            else:
+                nb = lo if g_lo > g_hi else hi
             nxt = math.sqrt(best * nb)
         tried[float(nxt)] = evaluate(float(nxt))
     vals = sorted(tried)
@@ -243,10 +251,11 @@ def run(scale: str, seed: int) -> dict:
     searched = {}
     for arm in ARMS:
         results = {}
+        rho = metrics["tuned_value"].get("sam") if arm == "csam" else None
 
-        def evaluate(v, arm=arm, results=results):
+        def evaluate(v, arm=arm, results=results, rho=rho):
             try:
-                model = _fit(arm, v, init, xtr, ytr, cfg, seed)
+                model = _fit(arm, v, init, xtr, ytr, cfg, seed, rho=rho)
             except FloatingPointError:
                 results[v] = None
                 return None
@@ -266,14 +275,14 @@ def run(scale: str, seed: int) -> dict:
         metrics["tuned_at_edge"][arm] = float(at_edge)
         if arm in BASE:     # the grid point at the perturbed arms' own setting (rho = 0 there)
             base = BASE[arm]
-            value = cfg[KNOBS[arm][0]]
+            value = cfg["lr"] if arm == "sgd" else cfg["gamma"]
             if results.get(value) is None:
                 raise RuntimeError(f"{arm}: its grid must hold {KNOBS[arm][0]} = {value} (for {base}), "
                                    f"and that run must not diverge")
             for k, v in results[value]["test"].items():
                 metrics[k][base] = v
             metrics["train_accuracy"][base] = results[value]["train_accuracy"]
-        searched[arm] = {"knob": KNOBS[arm][0], "chosen": best,
+        searched[arm] = {"knob": KNOBS[arm][0], "chosen": best, **({"rho": rho} if rho is not None else {}),
                          "val": {f"{v:g}": (None if tried[v] is None else
                                             {k: tried[v][k] for k in ("ece", "accuracy", "nll")})
                                  for v in sorted(tried)}}

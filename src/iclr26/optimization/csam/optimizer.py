@@ -19,9 +19,11 @@ so confident samples are pushed less towards probability one (see :func:`csam_lo
 """
 from __future__ import annotations
 
+import inspect
 import math
 from typing import Callable
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -29,7 +31,8 @@ __all__ = ["SAM", "CSAM", "csam_loss"]
 
 
 def _number(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool)
+    """A real scalar: Python int/float or a NumPy real scalar (bools are rejected)."""
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_))
 
 
 def _check_gamma(gamma) -> None:
@@ -61,6 +64,10 @@ def csam_loss(logits: torch.Tensor, target: torch.Tensor, gamma: float = 1.0,
     _check_threshold(threshold)
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    if logits.shape[0] == 0:
+        raise ValueError("logits is an empty batch: the CSAM loss needs at least one sample")
+    if not torch.isfinite(logits).all():
+        raise ValueError("logits holds NaN or inf values")
     logp = F.log_softmax(logits, dim=-1).gather(1, target[:, None]).squeeze(1)
     p = logp.exp()
     weight = torch.where(p > threshold, (1.0 + p).pow(-gamma), torch.ones_like(p))
@@ -133,6 +140,8 @@ class SAM(torch.optim.Optimizer):
     def first_step(self, zero_grad: bool = True) -> None:
         """Move to theta_tilde = theta + rho * g / ||g|| (the SAM ascent step)."""
         norm = self._grad_norm()
+        if not torch.isfinite(norm):
+            raise FloatingPointError(f"SAM first_step: the gradient norm is {float(norm)} (NaN or inf gradients)")
         for group in self.param_groups:
             scale = group["rho"] / (norm + 1e-12)
             for p in group["params"]:
@@ -141,8 +150,8 @@ class SAM(torch.optim.Optimizer):
                 e = p.grad * scale
                 if group["adaptive"]:
                     e = e * p.pow(2)
+                self.state[p]["old_p"] = p.detach().clone()   # restored exactly by second_step
                 p.add_(e)
-                self.state[p]["e_w"] = e
         if zero_grad:
             self.zero_grad(set_to_none=True)
 
@@ -151,9 +160,9 @@ class SAM(torch.optim.Optimizer):
         """Return to theta and apply the base optimizer with the gradient taken at theta_tilde."""
         for group in self.param_groups:
             for p in group["params"]:
-                e = self.state[p].pop("e_w", None) if p in self.state else None
-                if e is not None:
-                    p.sub_(e)
+                old = self.state[p].pop("old_p", None) if p in self.state else None
+                if old is not None:
+                    p.copy_(old)
         self.base_optimizer.step()
         if zero_grad:
             self.zero_grad(set_to_none=True)
@@ -166,6 +175,8 @@ class SAM(torch.optim.Optimizer):
         with torch.enable_grad():
             self.zero_grad(set_to_none=True)
             loss = closure()
+        if isinstance(loss, torch.Tensor) and not torch.isfinite(loss).all():
+            raise FloatingPointError(f"{type(self).__name__}.step: the closure returned a non-finite loss {loss}")
         self.first_step(zero_grad=True)
         with torch.enable_grad():
             closure()
@@ -235,9 +246,19 @@ class CSAM(SAM):
         if closure is None:
             raise ValueError("CSAM needs a closure: step(closure) calls closure(loss_fn) twice; "
                              "closure must compute loss_fn(logits, target), call backward() and return it")
+        try:
+            inspect.signature(closure).bind(F.cross_entropy)
+        except TypeError:
+            raise TypeError("CSAM's closure takes one argument, loss_fn: it must compute loss_fn(logits, target), "
+                            "call backward() and return the loss (a SAM-style closure() with no argument "
+                            "cannot receive the CSAM loss)") from None
+        except ValueError:      # no signature (a builtin): let the call decide
+            pass
         with torch.enable_grad():
             self.zero_grad(set_to_none=True)
             loss = closure(F.cross_entropy)
+        if isinstance(loss, torch.Tensor) and not torch.isfinite(loss).all():
+            raise FloatingPointError(f"CSAM.step: the closure returned a non-finite loss {loss}")
         self.first_step(zero_grad=True)
         with torch.enable_grad():
             closure(self.descent_loss)
