@@ -197,6 +197,7 @@ def test_fit_is_deterministic():
     ({"sparsity": -1.0}, "sparsity must be a finite number >= 0"), ({"sparsity": np.nan}, "sparsity must be"),
     ({"max_terminals": 0}, "max_terminals must be"), ({"beta_max": 0.0}, "beta_max must be a finite number > 0"),
     ({"or_overlap": 1.5}, "or_overlap must be a number in"), ({"min_support": -0.1}, "min_support must be"),
+    ({"min_lift": 0.5}, "min_lift must be a finite number >= 1"),
     ({"exclusion_radius": -1}, "exclusion_radius must be"), ({"n_iter": True}, "n_iter must be"),
     ({"feature_positions": np.zeros((3, 2)), "exclusion_radius": 1.0}, "feature_positions must be"),
 ])

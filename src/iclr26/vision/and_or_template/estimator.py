@@ -132,13 +132,14 @@ class AndOrTemplate(ClassifierMixin, BaseEstimator):
         alternatives of one OR node. Default 0.2.
     beta_max : upper bound on beta (terminal weights lie in [0, beta_max]). Default 10.
     gain_threshold, consistency_threshold : ``expand``'s two gates (nats per row; share). Defaults 1.0, 0.6.
-    min_support : a block must explain at least this share of the positives (and fire more often among
-        them than among the reference rows). Default 0.05.
+    min_support : a block must explain at least this share of the positives. Default 0.05.
+    min_lift : ... and fire on the positives more than ``min_lift`` times as often as on the reference
+        rows (1 = just more often). Default 2.
     """
 
     def __init__(self, n_blocks=12, sparsity=2.0, max_terminals=4, row_threshold=0.0, n_iter=6, n_seeds=8,
                  exclusion_radius=0.0, feature_positions=None, or_overlap=0.2, beta_max=10.0,
-                 gain_threshold=1.0, consistency_threshold=0.6, min_support=0.05):
+                 gain_threshold=1.0, consistency_threshold=0.6, min_support=0.05, min_lift=2.0):
         self.n_blocks = n_blocks
         self.sparsity = sparsity
         self.max_terminals = max_terminals
@@ -152,6 +153,7 @@ class AndOrTemplate(ClassifierMixin, BaseEstimator):
         self.gain_threshold = gain_threshold
         self.consistency_threshold = consistency_threshold
         self.min_support = min_support
+        self.min_lift = min_lift
 
     # ------------------------------------------------------------------ validation
     def _check_params(self):
@@ -168,6 +170,7 @@ class AndOrTemplate(ClassifierMixin, BaseEstimator):
         if not (isinstance(self.min_support, numbers.Real) and not isinstance(self.min_support, bool)
                 and 0.0 <= self.min_support <= 1.0):
             raise ValueError(f"min_support must be a number in [0, 1], got {self.min_support!r}")
+        _check_real("min_lift", self.min_lift, lo=1)
         if not (isinstance(self.or_overlap, numbers.Real) and not isinstance(self.or_overlap, bool)
                 and 0.0 <= self.or_overlap <= 1.0):
             raise ValueError(f"or_overlap must be a number in [0, 1], got {self.or_overlap!r}")
@@ -295,10 +298,10 @@ class AndOrTemplate(ClassifierMixin, BaseEstimator):
                 continue
             _, beta = block_gain(pos[rows], ref, self.beta_max)
             s = self._row_scores(pos, cols, beta)
-            # the block must fire more often among the positives than among the reference images
+            # the block must fire at least min_lift times as often among the positives as among the reference
             rows = self._members(pos, cols, beta)
             ref_rate = float(self._members(ref, cols, beta).mean())
-            if rows.mean() <= ref_rate:
+            if rows.sum() == 0 or rows.mean() <= self.min_lift * ref_rate:
                 continue
             total = float(s[rows].sum() - self.sparsity * len(cols))
             if total > 0 and (best is None or total > best["gain"]):
@@ -417,10 +420,9 @@ class AndOrTemplate(ClassifierMixin, BaseEstimator):
         X = self._check_X(X_unlabeled)
         if X.shape[0] == 0:
             raise ValueError("X_unlabeled has no rows")
-        terms = self._branch_terms(X)
         explained = np.zeros(X.shape[0], dtype=bool)
-        for g, members in enumerate(self.or_nodes_):
-            explained |= terms[:, members].max(axis=1) > self.log_rho_null_[g] if members else False
+        for b in self.blocks_:  # a row is explained when some branch fires on it (the E-step's rule)
+            explained |= self._fires(X, b)
         free = X[~explained]
         used = np.zeros(self.n_features_in_, dtype=bool)
         for b in self.blocks_:

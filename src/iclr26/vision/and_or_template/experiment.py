@@ -47,8 +47,13 @@ LR_GRID = (3e-3, 1e-2, 3e-2)
 FEATURES = data.feature_table()
 
 
+# local mutual exclusion among terminals of one shape kind within 7 px (one object's size): the kind
+# coordinate is scaled far apart, so detectors of different kinds never exclude each other
+EXCLUSION_POSITIONS = np.c_[FEATURES[:, 1:], 100.0 * FEATURES[:, 0]]
+
+
 def make_aot(sparsity):
-    return AndOrTemplate(sparsity=sparsity, exclusion_radius=7.0, feature_positions=FEATURES[:, 1:])
+    return AndOrTemplate(sparsity=sparsity, exclusion_radius=7.0, feature_positions=EXCLUSION_POSITIONS)
 
 
 # --------------------------------------------------------------------------- the small CNN
