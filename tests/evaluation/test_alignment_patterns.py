@@ -238,3 +238,16 @@ def test_bad_inputs_are_rejected_with_the_argument_named():
     with pytest.raises(ValueError, match="models"):
         alignment_pattern_analysis(brains, brains, {})
     assert isinstance(bp, BrainAlignmentPatterns) and bp.pattern(0).shape == (4,)
+
+
+def test_other_subject_reference_averages_the_other_subjects_patterns():
+    brains, latent = _world(n_subj=4, n_roi=5)
+    bp = brain_alignment_patterns(brains)
+    Q = model_alignment_patterns([latent[1], latent[3]], brains)
+    A = model_aps(Q, bp, reference="other_subjects")
+    for l, s, r in [(0, 0, 1), (1, 2, 4)]:
+        q = Q[l, [i for i in range(4) if i != s]].mean(axis=0)
+        ref = np.mean([pearsonr(q, bp.scores[p, s, r])[0] for p in range(4) if p != s])
+        assert A[l, s, r] == pytest.approx(ref, abs=1e-12)
+    with pytest.raises(ValueError, match="reference"):
+        model_aps(Q, bp, reference="loso")

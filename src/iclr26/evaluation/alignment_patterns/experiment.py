@@ -23,7 +23,8 @@ World (one per seed, every part drawn anew):
   far ROIs).
 Analysis: :func:`alignment_pattern_analysis` with RSA (correlation-distance RDMs, Pearson), layer
 per model and ROI chosen on the train split, 1,000 subject resamples, 95 % percentile bounds.
-Per seed, averaged over the six ROIs: each model's APS and score, the brain-brain APS, the highest
+Per seed, averaged over the six ROIs: each model's APS (and, as a control, the APS with the model's
+pattern averaged over the other subjects, built like the brain-brain reference), its score, the brain-brain APS, the highest
 APS of the non-oracle candidates per ROI (``best_candidate``: chosen on the same data, which favours
 the candidates), and the fraction of ROIs in which each model is equivalent to the best on score,
 on APS, and on both.
@@ -283,6 +284,7 @@ def run(scale: str, seed: int) -> dict:
 
     mean_aps = res.aps.mean(axis=1)  # (models, rois)
     mean_score = res.score.mean(axis=1)
+    mean_loso = res.aps_other_subjects.mean(axis=1)
     idx = {m: i for i, m in enumerate(res.models)}
     cand = [idx[c] for c in CANDIDATES]
     aps = {m: float(mean_aps[idx[m]].mean()) for m in MODELS}
@@ -291,6 +293,8 @@ def run(scale: str, seed: int) -> dict:
     eq_s, eq_a, eq_b = res.equivalent_score, res.equivalent_aps, res.equivalent_both
     metrics = {
         "aps": aps,
+        "aps_other_subjects": {m: float(mean_loso[idx[m]].mean()) for m in MODELS}
+        | {"brain_brain": aps["brain_brain"], "best_candidate": float(mean_loso[cand].max(axis=0).mean())},
         "score": {m: float(mean_score[idx[m]].mean()) for m in MODELS},
         "equivalent_on_score": {m: float(eq_s[idx[m]].mean()) for m in MODELS},
         "equivalent_on_aps": {m: float(eq_a[idx[m]].mean()) for m in MODELS},
@@ -308,6 +312,7 @@ def run(scale: str, seed: int) -> dict:
             "selected_layer": {m: res.layer[idx[m]].tolist() for m in MODELS},
             "aps_per_roi": {m: mean_aps[idx[m]].tolist() for m in MODELS} | {"brain_brain": res.brain_aps.mean(axis=0).tolist()},
             "score_per_roi": {m: mean_score[idx[m]].tolist() for m in MODELS},
+            "aps_other_subjects_per_roi": {m: mean_loso[idx[m]].tolist() for m in MODELS},
             "best_on_score": [e.best_name for e in res.score_equivalence],
             "best_on_aps": [e.best_name for e in res.aps_equivalence],
             "score_threshold": [e.threshold for e in res.score_equivalence],

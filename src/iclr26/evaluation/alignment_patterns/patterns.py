@@ -307,9 +307,17 @@ def brain_brain_aps(patterns: BrainAlignmentPatterns) -> np.ndarray:
     return out
 
 
-def model_aps(model_patterns, patterns: BrainAlignmentPatterns) -> np.ndarray:
+def model_aps(model_patterns, patterns: BrainAlignmentPatterns, reference: str = "target_subject") -> np.ndarray:
     """Model APS, shape (n_layers, n_subjects, n_rois): ``A[l, s, r]`` is the mean Pearson r between the
-    layer's pattern on subject ``s`` (``model_patterns[l, s, :]``) and the targets ``P[p, s, r, :]``, p != s."""
+    layer's pattern and the targets ``P[p, s, r, :]``, p != s.
+
+    ``reference="target_subject"`` (the official pipeline) takes the layer's pattern on subject ``s``
+    itself, ``model_patterns[l, s, :]``. ``reference="other_subjects"`` takes the mean of its patterns
+    on the other subjects, ``mean_{q != s} model_patterns[l, q, :]``: built like the brain-brain
+    reference, which never uses subject ``s``.
+    """
+    if reference not in ("target_subject", "other_subjects"):
+        raise ValueError(f"reference must be 'target_subject' or 'other_subjects', got {reference!r}")
     P = _check_patterns(patterns)
     Q = np.asarray(model_patterns, dtype=np.float64)
     if Q.ndim == 2:
@@ -323,7 +331,8 @@ def model_aps(model_patterns, patterns: BrainAlignmentPatterns) -> np.ndarray:
     for s in range(n_s):
         others = [i for i in range(n_s) if i != s]
         targets = np.stack([P[p, s] for p in others], axis=1)  # (r, p, t)
-        qc = Q[:, s] - Q[:, s].mean(axis=-1, keepdims=True)  # (layers, t)
+        q = Q[:, s] if reference == "target_subject" else Q[:, others].mean(axis=1)
+        qc = q - q.mean(axis=-1, keepdims=True)  # (layers, t)
         tc = targets - targets.mean(axis=-1, keepdims=True)  # (r, p, t)
         qn, tn = np.linalg.norm(qc, axis=-1), np.linalg.norm(tc, axis=-1)
         if np.any(qn <= 1e-12) or np.any(tn <= 1e-12):
@@ -435,7 +444,9 @@ class AlignmentPatternResult:
     """Result of :func:`alignment_pattern_analysis`.
 
     Arrays are indexed (model, subject, roi) unless said otherwise. ``score`` is the pointwise score
-    of each model's selected layer on the test split; ``aps`` its APS; ``brain_aps`` (subject, roi)
+    of each model's selected layer on the test split; ``aps`` its APS (official: the model's pattern on
+    the target subject); ``aps_other_subjects`` the APS with the model's pattern averaged over the
+    other subjects (:func:`model_aps` ``reference="other_subjects"``); ``brain_aps`` (subject, roi)
     the brain-brain APS; ``layer`` (model, roi) the selected layer; ``score_equivalence`` and
     ``aps_equivalence`` one :class:`EquivalenceResult` per ROI; ``equivalent_both`` (model, roi).
     """
@@ -444,6 +455,7 @@ class AlignmentPatternResult:
     metric: str
     score: np.ndarray
     aps: np.ndarray
+    aps_other_subjects: np.ndarray
     brain_aps: np.ndarray
     layer: np.ndarray
     score_equivalence: list[EquivalenceResult]
@@ -488,7 +500,7 @@ def alignment_pattern_analysis(brains_train, brains_test, models: Mapping, metri
     roi_names = rois if rois is not None else [str(i) for i in range(n_r)]
     bb = brain_alignment_patterns(te, metric)
     brain_aps = brain_brain_aps(bb)
-    names, scores, apss, layers, qs = [], [], [], [], {}
+    names, scores, apss, apss_loso, layers, qs = [], [], [], [], [], {}
     for name, pair in models.items():
         if not (isinstance(pair, Sequence) and len(pair) == 2):
             raise ValueError(f"models[{name!r}] must be a pair (layers_train, layers_test)")
@@ -500,11 +512,13 @@ def alignment_pattern_analysis(brains_train, brains_test, models: Mapping, metri
         q_te = model_alignment_patterns(l_te, te, metric)
         best = select_layers(q_tr)
         a = model_aps(q_te, bb)  # (layers, subjects, rois)
+        a_loso = model_aps(q_te, bb, reference="other_subjects")
         r_idx = np.arange(n_r)
         names.append(str(name))
         layers.append(best)
         scores.append(q_te[best, :, r_idx].T)  # (subjects, rois)
         apss.append(a[best, :, r_idx].T)
+        apss_loso.append(a_loso[best, :, r_idx].T)
         qs[str(name)] = q_te
     score, aps = np.stack(scores), np.stack(apss)
     s_eq = [equivalence_test(score[:, :, r], names, n_boot=n_boot, confidence=confidence,
@@ -512,5 +526,5 @@ def alignment_pattern_analysis(brains_train, brains_test, models: Mapping, metri
     a_eq = [equivalence_test(aps[:, :, r], names, n_boot=n_boot, confidence=confidence,
                              random_state=random_state) for r in range(n_r)]
     return AlignmentPatternResult(models=names, rois=roi_names, metric=bb.metric, score=score, aps=aps,
-                                  brain_aps=brain_aps, layer=np.stack(layers), score_equivalence=s_eq,
+                                  aps_other_subjects=np.stack(apss_loso), brain_aps=brain_aps, layer=np.stack(layers), score_equivalence=s_eq,
                                   aps_equivalence=a_eq, brain_patterns=bb, model_patterns=qs)
