@@ -66,8 +66,16 @@ class PreferenceCounts:
         arrs = [np.asarray(x) for x in (self.s, self.a, self.b, self.wins_a, self.wins_b)]
         if len({x.shape for x in arrs}) != 1 or arrs[0].ndim != 1:
             raise ValueError("s, a, b, wins_a, wins_b must be 1-D arrays of one length")
+        for name, x in (("wins_a", arrs[3]), ("wins_b", arrs[4])):
+            if not np.all(np.isfinite(x.astype(float))):
+                raise ValueError(f"{name} holds NaN or inf counts")
         if np.any(arrs[3] < 0) or np.any(arrs[4] < 0):
             raise ValueError("win counts must be non-negative")
+        for name, x in (("s", arrs[0]), ("a", arrs[1]), ("b", arrs[2])):
+            if x.size and not (np.issubdtype(x.dtype, np.integer) or np.all(np.asarray(x, float) == np.round(x))):
+                raise ValueError(f"{name} must hold integer indices")
+        if np.any(arrs[1] == arrs[2]):
+            raise ValueError("a pair must compare two different actions (a == b found)")
         self.s, self.a, self.b = (x.astype(int) for x in arrs[:3])
         self.wins_a, self.wins_b = (x.astype(float) for x in arrs[3:])
 
@@ -94,6 +102,8 @@ class LinearSoftmaxBandit:
         theta0 = np.asarray(theta0, float)
         if theta0.shape != (self.d,):
             raise ValueError(f"theta0 must have shape ({self.d},), got {theta0.shape}")
+        if not (np.all(np.isfinite(phi)) and np.all(np.isfinite(theta0))):
+            raise ValueError("phi and theta0 must be finite (NaN or inf found)")
         rho = np.full(self.S, 1.0 / self.S) if rho is None else np.asarray(rho, float)
         if rho.shape != (self.S,) or np.any(rho < 0) or not np.isclose(rho.sum(), 1.0):
             raise ValueError(f"rho must be a probability vector of length S={self.S}")
@@ -285,6 +295,9 @@ def fit_auxdpo(bandit, data, beta, lambda_amp, *, Gamma=None, return_delta=False
     Gamma = null_space_basis(bandit.A_matrix()) if Gamma is None else np.asarray(Gamma, float)
     if Gamma.ndim != 2 or Gamma.shape[0] != bandit.S * bandit.K:
         raise ValueError(f"Gamma must have shape (S*K, k) = ({bandit.S * bandit.K}, k), got {Gamma.shape}")
+    A = bandit.A_matrix()
+    if Gamma.size and np.abs(A @ Gamma).max() > 1e-8 * max(1.0, np.abs(A).max() * np.abs(Gamma).max()):
+        raise ValueError(f"Gamma must span a subspace of null(A) (max |A Gamma| = {np.abs(A @ Gamma).max():.3g})")
     G = torch.tensor(Gamma, dtype=_T)
     theta = torch.tensor(bandit.theta0, dtype=_T, requires_grad=True)
     c = torch.zeros(Gamma.shape[1], dtype=_T, requires_grad=True)

@@ -32,24 +32,28 @@ from iclr26.common.seeding import seed_everything
 from .bandit import (PreferenceCounts, fit_auxdpo, fit_bt_reward, fit_dpo, fit_ipo, fit_ipo_matched_kl, null_space_basis,
                      random_bandit, rlhf_local_solution, rlhf_solution, sample_preferences, three_arm_example)
 
-_LM_COMMON = dict(model="smollm2-135m", beta=0.1, lora_r=4, lora_layers=2, lambda_null=1.0, lambda_amp=0.01,
+# lambda_null = 1e-4: the official notebook's value (Debangshu93/AuxDPO); at 1 the raw Gram of the LoRA
+# gradients (eigenvalues 15-3500) makes the penalty 20-70x the DPO loss and pins delta at ~1e-4
+_LM_COMMON = dict(model="smollm2-135m", beta=0.1, lora_r=4, lora_layers=2, lambda_null=1e-4, lambda_amp=0.01,
                   delta_lr=0.05, prompt_tokens=12, completion_tokens=6)
 SCALES = {
     "smoke": dict(S=2, K=5, d=2, n_pairs=200, n_val=1, n_eval=2, beta=1.0, n_three=2, n_three_pairs=600,
-                  lambda_grid=(0.0, 0.1), tau_grid=(0.5, 1.0),
+                  lambda_grid=(1e-3, 0.1), tau_grid=(0.5, 1.0),
                   lm=dict(_LM_COMMON, n_train=4, n_eval=4, batch=2, steps=4, lr=5e-3)),
     # tau_grid: IPO's tau tuned for the regularised objective E r* - beta KL; the grid spans 3 decades
     # so that the validation optimum is interior (info["tau_at_grid_edge"] says when it is not)
+    # lambda_grid: lambda_amp = 0 leaves the fit without a unique solution on separable pairs (|delta|
+    # grows until L-BFGS stops), so the grid starts at 1e-5 instead of 0
     "quick": dict(S=3, K=10, d=3, n_pairs=1000, n_val=5, n_eval=20, beta=1.0, n_three=20, n_three_pairs=600,
-                  lambda_grid=(0.0, 0.01, 0.1, 1.0), tau_grid=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0),
+                  lambda_grid=(1e-5, 1e-4, 1e-3, 0.01, 0.1, 1.0), tau_grid=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0),
                   # the CPU language-model check (exploratory, power-limited: see the README)
                   # 4 epochs: a per-pair offset is zero at its pair's first visit, so one epoch would equal DPO
                   lm=dict(_LM_COMMON, n_train=8, n_eval=16, batch=4, steps=8, lr=5e-3)),
     # the paper's LLM run, written down (not run on CPU): AuxDPOTrainer on SmolLM2-135M + LoRA,
     # HH-RLHF harmless-base pairs (shipped: iclr26/data/files/hh-rlhf), beta = 0.1 (TRL default)
     "paper": dict(S=3, K=10, d=3, n_pairs=1000, n_val=5, n_eval=20, beta=1.0, n_three=20, n_three_pairs=600,
-                  lambda_grid=(0.0, 0.01, 0.1, 1.0), tau_grid=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0),
-                  lm=dict(_LM_COMMON, lora_layers=None, n_train=2000, n_eval=312, batch=16, steps=125,
+                  lambda_grid=(1e-5, 1e-4, 1e-3, 0.01, 0.1, 1.0), tau_grid=(0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0),
+                  lm=dict(_LM_COMMON, lora_layers=None, n_train=2000, n_eval=312, batch=16, steps=250,
                           lr=5e-5, prompt_tokens=256, completion_tokens=128)),
 }
 SEEDS = {"smoke": 1, "quick": 10, "paper": 10}
@@ -143,7 +147,7 @@ def _bandit_trial(cfg, rng):
         matched_tau.append(t_m)
         for a, t in (("dpo", th["dpo"]), ("auxdpo", aux_r), ("ipo", th["ipo"]), ("ipo_kl_matched", ipo_m)):
             kl_base[a].append(b.kl(t, b.theta0))
-    gaps = np.asarray(kl["auxdpo"]) - np.asarray(kl["dpo"])
+    gaps = np.asarray(kl["auxdpo"]) - np.asarray(kl["dpo"])  # KL(target || AuxDPO) - KL(target || DPO)
     gaps_local = np.asarray(kl_local["auxdpo"]) - np.asarray(kl_local["dpo"])
     metrics = {
         "true_reward": reward,
@@ -154,6 +158,7 @@ def _bandit_trial(cfg, rng):
         # per trial: the median over its evaluation bandits of the paired gap
         # KL(target || pi_AuxDPO) - KL(target || pi_DPO) (robust to the few bandits where one arm overshoots)
         "kl_gap_rlhf_median": {"auxdpo": float(np.median(gaps))},
+        "kl_gap_rlhf_mean": {"auxdpo": float(np.mean(gaps))},
         "kl_gap_local_median": {"auxdpo": float(np.median(gaps_local))},
         # 1 where AuxDPO's policy is nearer the RLHF policy than DPO's (in KL), per bandit
         "auxdpo_nearer_than_dpo": {"auxdpo": [float(g < 0) for g in gaps]},
