@@ -251,3 +251,16 @@ def test_other_subject_reference_averages_the_other_subjects_patterns():
         assert A[l, s, r] == pytest.approx(ref, abs=1e-12)
     with pytest.raises(ValueError, match="reference"):
         model_aps(Q, bp, reference="loso")
+
+
+def test_mapping_input_keeps_roi_names_and_rejects_mismatched_names():
+    brains, latent = _world(n_subj=3, n_roi=3)
+    named = [{"V1": s[0], "V2": s[1], "MT": s[2]} for s in brains]
+    bp = brain_alignment_patterns(named)
+    assert bp.rois == ["V1", "V2", "MT"]
+    assert np.allclose(bp.scores[0, 1], brain_alignment_patterns(brains).scores[0, 1])
+    bad = [dict(named[0]), dict(named[1]), {"V1": brains[2][0], "MT": brains[2][2], "V2": brains[2][1]}]
+    with pytest.raises(ValueError, match="same names, same order"):
+        brain_alignment_patterns(bad)
+    with pytest.raises(ValueError, match="names has"):
+        equivalence_test(np.ones((2, 4)), names=["a"])
