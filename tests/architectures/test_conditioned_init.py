@@ -560,3 +560,48 @@ def test_self_attention_bias_flag_reaches_every_projection():
     for bias in (True, False):
         attn = SelfAttention(dim=8, num_heads=2, bias=bias)
         assert all((lin.bias is not None) == bias for lin in (attn.q_proj, attn.k_proj, attn.v_proj, attn.out_proj))
+
+
+# ---------------------------------------------------------------- experiment wiring (tuning, data use)
+def test_fit_trains_at_the_given_learning_rate(monkeypatch):
+    from iclr26.architectures.conditioned_init import experiment as ex
+
+    seen = []
+
+    class Recorder(torch.optim.AdamW):
+        def __init__(self, params, lr, **kw):
+            seen.append(lr)
+            super().__init__(params, lr=lr, **kw)
+
+    monkeypatch.setattr(torch.optim, "AdamW", Recorder)
+    cfg = dict(ex.SCALES["smoke"], steps=2, eval_every=1)
+    xtr, ytr, xva, yva, xte, yte = ex._data(0)
+    model = ex.TinyViT(cfg["dim"], cfg["depth"], cfg["heads"])
+    ex._fit(model, 0.0123, cfg, 0, xtr[:64], ytr[:64], xva[:32], yva[:32], xte[:32], yte[:32], "t")
+    assert seen == [0.0123]
+
+
+def test_run_chooses_on_validation_and_initialises_each_arm(monkeypatch):
+    # a fake trainer whose validation and test accuracies disagree: the choice must follow validation;
+    # it also records each arm's initial attention weights, which must differ between arms
+    from iclr26.architectures.conditioned_init import experiment as ex
+
+    inits = {}
+
+    def fake_fit(model, lr, cfg, seed, xtr, ytr, xva, yva, xte, yte, where):
+        arm = where.split(" ")[0]
+        inits.setdefault(arm, torch.cat([p.detach().flatten() for p in model.blocks[0].attn.parameters()]))
+        val = {5e-4: 0.9, 1e-3: 0.5, 2e-3: 0.4}.get(lr, 0.1)     # validation prefers 5e-4 (interior after widening)
+        test = {5e-4: 0.1, 1e-3: 0.99, 2e-3: 0.2}.get(lr, 0.0)   # the test split would prefer 1e-3
+        return {"val_acc": val, "val_loss": 1.0 - val, "test_acc": test, "steps": 10.0, "curve": []}
+
+    monkeypatch.setattr(ex, "_fit", fake_fit)
+    out = ex.run("smoke", 0)
+    for arm in ex.ARMS:
+        assert out["metrics"]["tuned_lr"][arm] == 5e-4
+        assert out["metrics"]["final_test_accuracy"][arm] == 0.1
+    keys = list(inits)
+    assert set(keys) == set(ex.ARMS)
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            assert not torch.allclose(inits[a], inits[b]), (a, b)
