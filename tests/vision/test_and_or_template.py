@@ -67,6 +67,20 @@ def test_pursuit_finds_the_two_alternatives_as_one_or_node():
     assert all(b["beta"].min() > 0 for b in m.blocks_)
 
 
+def test_branch_frequencies_count_the_rows_each_branch_explains():
+    # rho_k = count_k / n and the null branch takes the rows no alternative of its OR node fires on
+    X, y = _two_part_data()
+    m = AndOrTemplate(sparsity=10.0).fit(X, y)
+    n = float(m.n_rows_)
+    for g, members in enumerate(m.or_nodes_):
+        c = np.array([max(m.blocks_[k]["count"], 0.5) for k in members])
+        null = max(n - c.sum(), 0.5)
+        np.testing.assert_allclose(np.exp(m.log_rho_[members]), c / (c.sum() + null), rtol=1e-12)
+        assert np.exp(m.log_rho_null_[g]) == pytest.approx(null / (c.sum() + null), rel=1e-12)
+        assert np.exp(m.log_rho_[members]).sum() + np.exp(m.log_rho_null_[g]) == pytest.approx(1.0)
+    assert n == float(np.sum(y == m.classes_[1]))
+
+
 def test_score_is_sum_max_of_the_documented_terms():
     X, y = _two_part_data(1)
     m = AndOrTemplate(sparsity=10.0).fit(X, y)
@@ -198,6 +212,7 @@ def test_fit_is_deterministic():
     ({"max_terminals": 0}, "max_terminals must be"), ({"beta_max": 0.0}, "beta_max must be a finite number > 0"),
     ({"or_overlap": 1.5}, "or_overlap must be a number in"), ({"min_support": -0.1}, "min_support must be"),
     ({"min_lift": 0.5}, "min_lift must be a finite number >= 1"),
+    ({"consistency_threshold": 1.5}, "consistency_threshold must be a share in"),
     ({"exclusion_radius": -1}, "exclusion_radius must be"), ({"n_iter": True}, "n_iter must be"),
     ({"feature_positions": np.zeros((3, 2)), "exclusion_radius": 1.0}, "feature_positions must be"),
 ])

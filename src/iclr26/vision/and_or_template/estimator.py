@@ -166,7 +166,9 @@ class AndOrTemplate(ClassifierMixin, BaseEstimator):
         _check_real("exclusion_radius", self.exclusion_radius, lo=0)
         _check_real("beta_max", self.beta_max, lo=0, lo_open=True)
         _check_real("gain_threshold", self.gain_threshold)
-        _check_real("consistency_threshold", self.consistency_threshold, lo=0)
+        if not (isinstance(self.consistency_threshold, numbers.Real) and not isinstance(self.consistency_threshold, bool)
+                and 0.0 <= self.consistency_threshold <= 1.0):
+            raise ValueError(f"consistency_threshold must be a share in [0, 1], got {self.consistency_threshold!r}")
         if not (isinstance(self.min_support, numbers.Real) and not isinstance(self.min_support, bool)
                 and 0.0 <= self.min_support <= 1.0):
             raise ValueError(f"min_support must be a number in [0, 1], got {self.min_support!r}")
