@@ -20,7 +20,16 @@ from iclr26.evaluation.alignment_patterns import (
     select_layers,
     subject_bootstrap_means,
 )
-from iclr26.evaluation.alignment_patterns.experiment import simulate_brains, wrong_pattern_layers
+from iclr26.evaluation.alignment_patterns.experiment import (
+    best_candidate_aps,
+    far_map,
+    generator_layers,
+    share_above,
+    simulate_brains,
+    standardised_difference,
+    top_ranked_aps,
+    wrong_pattern_layers,
+)
 
 
 def _world(n_subj=4, n_roi=4, n_stim=30, seed=0, noise=0.5):
@@ -187,6 +196,84 @@ def test_wrong_pattern_layers_reduce_to_stages_at_gamma_zero():
     for a, b in zip(w, st):
         assert rsa(a[:, :b.shape[1]], b) == pytest.approx(1.0)
         assert np.allclose(a[:, b.shape[1]:], 0)
+
+
+def test_far_map_pairs_each_level_with_the_other_end():
+    assert far_map(4) == {0: 3, 1: 3, 2: 0, 3: 0}
+    assert far_map(6) == {0: 5, 1: 5, 2: 5, 3: 0, 4: 0, 5: 0}
+    with pytest.raises(ValueError, match="far_map"):
+        far_map(1)
+
+
+def test_wrong_pattern_adds_the_far_layer_at_unit_variance():
+    rng = np.random.default_rng(11)
+    st = [rng.normal(size=(20, k)) * (k + 1) for k in (3, 4, 5, 6, 7, 8)]
+    w = wrong_pattern_layers(st, 0.6)
+    far = far_map(6)
+    for j, (a, z) in enumerate(zip(w, st)):
+        own, extra = a[:, :z.shape[1]], a[:, z.shape[1]:]
+        assert own.var(axis=0).sum() == pytest.approx(1.0)
+        assert extra.var(axis=0).sum() == pytest.approx(0.36)
+        f = st[far[j]]
+        assert np.allclose(extra, 0.6 * f / np.sqrt(f.var(axis=0).sum()))
+
+
+def test_generator_layers_reproduce_the_noiseless_simulated_rois():
+    rng = np.random.default_rng(12)
+    n = 40
+    stages = [rng.normal(size=(n, 6))]
+    for _ in range(3):
+        stages.append(np.tanh(stages[-1] @ rng.normal(size=(6, 6))))
+    stages = [(z - z.mean(0)) / z.std(0) for z in stages]
+    W = np.array([[1, .5, 0, 0], [0, 1, .5, 0], [0, 0, 1, .5], [0, 0, .2, 1]])
+    gen = generator_layers(stages, W)
+    assert [g.shape[1] for g in gen] == [12, 12, 12, 12]
+    assert np.allclose(gen[0], np.hstack([stages[0], .5 * stages[1]]) / np.sqrt(6))
+    brains = simulate_brains(stages, 1, 1500, 0.0, rng, weights=W)[0]
+    for r in range(4):
+        own = rsa(gen[r], brains[r])
+        assert own > 0.9
+        assert own > max(rsa(gen[t], brains[r]) for t in range(4) if t != r)
+
+
+def test_best_candidate_is_the_per_roi_max_and_top_ranked_follows_the_train_score():
+    aps = np.array([[0.9, 0.1, 0.5], [0.2, 0.8, 0.4], [0.3, 0.3, 0.7], [1.0, 1.0, 1.0]])
+    assert best_candidate_aps(aps, [0, 1, 2]).tolist() == [0.9, 0.8, 0.7]  # max, not mean, not row 3
+    train = np.array([[0.1, 0.9, 0.0], [0.5, 0.1, 0.0], [0.2, 0.2, 0.3], [9.0, 9.0, 9.0]])
+    val, pick = top_ranked_aps(train, aps, [0, 1, 2])
+    assert pick.tolist() == [1, 0, 2]  # chosen by train score, not by the APS it is judged on
+    assert val.tolist() == [0.2, 0.1, 0.7]
+
+
+def test_share_and_standardised_difference_per_roi():
+    assert share_above([0.9, 0.5, 0.7, 0.7], [0.8, 0.6, 0.7, 0.1]) == 0.5  # a tie does not count
+    a = np.array([[1.0, 2.0, 5.0], [3.0, 2.0, 5.0], [5.0, 2.0, 5.0]])
+    b = np.array([[0.0, 2.0, 5.0], [0.0, 2.0, 6.0], [0.0, 2.0, 7.0]])
+    d = standardised_difference(a, b)
+    assert d[0] == pytest.approx(3.0 / 2.0)  # diff 1, 3, 5: mean 3, sd 2
+    assert d[1] == 0.0  # no difference and no spread
+    assert d[2] == pytest.approx(-1.0)
+
+
+def test_equivalence_counts_a_tie_with_the_threshold():
+    v = np.array([[0.5] * 6, [0.4, 0.6, 0.5, 0.5, 0.5, 0.5], [0.49] * 6])
+    res = equivalence_test(v, n_boot=200)
+    assert res.best == 0 and res.threshold == 0.5
+    assert res.equivalent.tolist() == [True, True, False]  # mean >= threshold, the best included
+
+
+def test_fixed_layers_replace_the_train_selection():
+    brains, latent = _world(n_subj=4, n_roi=4)
+    tr, te = [[a[:15] for a in s] for s in brains], [[a[15:] for a in s] for s in brains]
+    layers = ([z[:15] for z in latent], [z[15:] for z in latent])
+    res = alignment_pattern_analysis(tr, te, {"m": layers}, n_boot=100, fixed_layers={"m": np.array([3, 2, 1, 0])})
+    assert res.layer[0].tolist() == [3, 2, 1, 0]
+    Q = model_alignment_patterns(layers[1], te)
+    assert res.score[0, :, 1] == pytest.approx(Q[2, :, 1])
+    with pytest.raises(ValueError, match="fixed_layers"):
+        alignment_pattern_analysis(tr, te, {"m": layers}, n_boot=100, fixed_layers={"m": np.array([0, 1, 2, 9])})
+    with pytest.raises(ValueError, match="fixed_layers"):
+        alignment_pattern_analysis(tr, te, {"m": layers}, n_boot=100, fixed_layers={"x": np.arange(4)})
 
 
 # ---------------------------------------------------------------- rejections

@@ -12,22 +12,30 @@ World (one per seed, every part drawn anew):
   with ``C_srj`` a random linear mixture (subject- and ROI-specific Gaussian matrix) of stage ``j``,
   scaled to unit variance, ``w_sr = W[r] * exp(0.25 z)`` subject-jittered weights over the
   four stages (``W`` below: a soft hierarchy), and independent Gaussian noise of sd ``sigma``;
-- candidate models: ``oracle`` (the generating stages); ``trained_other`` (the same architecture
-  trained from another seed on the same images); ``mlp`` (a 3-hidden-layer MLP, same recipe);
-  ``random_init`` (the CNN untrained); ``pixel_pca`` (pixel PCA, 10/30/100 components); and
-  ``wrong_pattern``, the pointwise-matched wrong-pattern model: layer ``j`` is the oracle's stage
-  ``j`` concatenated with ``gamma`` times the stage farthest from it in the hierarchy, with
-  ``gamma`` the largest value on a grid for which, on the train split, the model stays equivalent
-  (bootstrap criterion) to the oracle's score in every ROI. Its score is matched to the oracle's
-  by construction on train; its pattern over ROIs differs by construction (it also aligns with
-  far ROIs).
-Analysis: :func:`alignment_pattern_analysis` with RSA (correlation-distance RDMs, Pearson), layer
-per model and ROI chosen on the train split, 1,000 subject resamples, 95 % percentile bounds.
-Per seed, averaged over the six ROIs: each model's APS (and, as a control, the APS with the model's
-pattern averaged over the other subjects, built like the brain-brain reference), its score, the brain-brain APS, the highest
-APS of the non-oracle candidates per ROI (``best_candidate``: chosen on the same data, which favours
-the candidates), and the fraction of ROIs in which each model is equivalent to the best on score,
-on APS, and on both.
+- candidate models: ``generator``, each ROI's exact noiseless generator: layer ``r`` is the four
+  stages side by side, stage ``j`` weighted by ``W[r, j] / sqrt(d_j)`` (the expected Gram matrix of
+  the simulated ROI without jitter and noise), used with layer ``r`` for ROI ``r``; ``wrong_pattern``,
+  the pointwise-matched wrong-pattern model built from it: layer ``r`` is generator ``r`` next to
+  ``gamma`` times the generator of the ROI at the other end of the hierarchy (R1-R3 -> R6,
+  R4-R6 -> R1), each block at unit total variance, ``gamma`` the largest value on {0, .2, .4, .6,
+  .8} for which, on the train split, it stays equivalent (bootstrap criterion) to the generator's
+  score in every ROI (also layer ``r`` for ROI ``r``); ``oracle`` (the CNN stages, one per layer,
+  the first design's "generator", which generates no mixed ROI); ``wrong_pattern_stages`` (the
+  first design's wrong-pattern model: stage ``j`` next to ``gamma`` x the farthest stage, gamma on
+  {0, .2, ..., 1}); ``trained_other`` (the same architecture trained from another seed on the same
+  images); ``mlp`` (a 3-hidden-layer MLP, same recipe); ``random_init`` (the CNN untrained);
+  ``pixel_pca`` (pixel PCA, 10/30/100 components). Layers of all but the first two are chosen per
+  ROI on the train split.
+Analysis: :func:`alignment_pattern_analysis` with RSA (correlation-distance RDMs, Pearson), 1,000
+subject resamples, 95 % percentile bounds. Per seed: the share of ROIs in which the generator's
+subject-mean APS beats the wrong-pattern model's (and the same for the stage variant); the mean
+over ROIs of the subject-level paired effect size of that difference; every model's APS averaged
+over ROIs (and, as a control, the APS with the model's pattern averaged over the other subjects);
+the brain-brain APS; ``best_candidate``, the highest APS among the non-generator candidates per ROI
+(chosen on the test data); ``top_ranked_unrelated``, per ROI the APS of the one of mlp,
+random_init, pixel_pca with the highest train-split score; the generator's APS minus the
+brain-brain APS at noise sd 0.5, 1.5 and 3.0 (a second set of subjects, the same draws at every
+level); scores and equivalence fractions.
 """
 from __future__ import annotations
 
@@ -35,7 +43,8 @@ import numpy as np
 
 from iclr26.common.seeding import seed_everything
 
-from .patterns import alignment_pattern_analysis, equivalence_test, model_alignment_patterns, select_layers
+from .patterns import (alignment_pattern_analysis, brain_alignment_patterns, brain_brain_aps, equivalence_test,
+                       model_alignment_patterns, model_aps, select_layers)
 
 SCALES = {
     "smoke": dict(n_fit=600, epochs=1, n_stim_train=40, n_stim_test=40, n_subjects=4, n_units=20,
@@ -47,7 +56,7 @@ SCALES = {
     "paper": dict(n_fit=4000, epochs=5, n_stim_train=898, n_stim_test=102, n_subjects=10, n_units=200,
                   n_boot=1000, sigma=1.5),
 }
-SEEDS = {"smoke": 1, "quick": 20, "paper": 20}
+SEEDS = {"smoke": 1, "quick": 16, "paper": 20}
 
 #: ROI x stage weights of the generator (a soft hierarchy: early ROIs load on early stages)
 W = np.array([
@@ -59,10 +68,14 @@ W = np.array([
     [0.00, 0.00, 0.25, 1.00],
 ])
 ROIS = ["R1", "R2", "R3", "R4", "R5", "R6"]
-FAR = {0: 3, 1: 3, 2: 0, 3: 0}  # stage farthest from each stage
-GAMMAS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # up to 1: stage j stays the larger block of layer j
-CANDIDATES = ("trained_other", "mlp", "random_init", "pixel_pca", "wrong_pattern")
-MODELS = ("oracle",) + CANDIDATES
+GAMMAS = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)  # stage variant: up to 1, stage j stays the larger block of layer j
+#: generator variant: below 1, since at 1 the layers of R1 and R6 ([g1, g6] and [g6, g1]) are the same features
+GAMMAS_GENERATOR = (0.0, 0.2, 0.4, 0.6, 0.8)
+SIGMAS_EXTRA = (0.5, 3.0)  # extra brain-noise levels for the generator vs brain-brain check
+#: candidates that share no features with the generator (no generator stage, no retrain of its architecture)
+UNRELATED = ("mlp", "random_init", "pixel_pca")
+CANDIDATES = ("trained_other", "mlp", "random_init", "pixel_pca", "wrong_pattern", "wrong_pattern_stages")
+MODELS = ("generator", "oracle") + CANDIDATES
 
 
 # ------------------------------------------------------------------------------------------
@@ -195,33 +208,92 @@ def _split_test(data, n_train):
     return [[a[n_train:] for a in s] for s in data]
 
 
-def wrong_pattern_layers(stages: list[np.ndarray], gamma: float) -> list[np.ndarray]:
-    """Layer j: stage j next to gamma x the farthest stage, each block scaled to the same total variance."""
+def far_map(n: int) -> dict[int, int]:
+    """For each of ``n`` levels of a hierarchy, the level farthest from it (the other end)."""
+    if not isinstance(n, (int, np.integer)) or n < 2:
+        raise ValueError(f"far_map needs an integer n >= 2, got {n!r}")
+    return {i: (n - 1 if i < n / 2 else 0) for i in range(n)}
+
+
+def generator_layers(stages: list[np.ndarray], weights: np.ndarray = W) -> list[np.ndarray]:
+    """The noiseless generator of every ROI: layer ``r`` is the stages side by side, stage ``j`` scaled
+    by ``weights[r, j] / sqrt(d_j)``.
+
+    :func:`simulate_brains` draws ROI ``r`` as ``sum_j w_j Z_j G_j / sqrt(d_j)`` (up to one common
+    scale) with Gaussian ``G_j``; its expected stimulus-by-stimulus Gram matrix is that of this
+    layer, ``sum_j w_j^2 Z_j Z_j^T / d_j``. The subject jitter and the noise are left out.
+    """
+    if weights.ndim != 2 or weights.shape[1] != len(stages):
+        raise ValueError(f"weights must have shape (n_rois, {len(stages)}), got {weights.shape}")
     out = []
-    for j, Z in enumerate(stages):
-        F = stages[FAR[j]]
-        out.append(np.hstack([Z / np.sqrt(Z.shape[1]), gamma * F / np.sqrt(F.shape[1])]))
+    for r in range(weights.shape[0]):
+        blocks = [weights[r, j] * Z / np.sqrt(Z.shape[1]) for j, Z in enumerate(stages) if weights[r, j] != 0]
+        if not blocks:
+            raise ValueError(f"weights row {r} is all zero")
+        out.append(np.hstack(blocks))
     return out
 
 
-def match_gamma(stages_tr, brains_tr, n_boot: int, seed: int) -> tuple[float, list[bool]]:
-    """Largest gamma on the grid whose train-split best-layer score stays equivalent to the oracle's in every ROI."""
-    q_or = model_alignment_patterns(stages_tr, brains_tr)
-    best_or = select_layers(q_or)
-    n_r = q_or.shape[2]
-    or_score = q_or[best_or, :, np.arange(n_r)].T
+def wrong_pattern_layers(layers: list[np.ndarray], gamma: float, far: dict[int, int] | None = None) -> list[np.ndarray]:
+    """Layer j: layer j next to gamma x layer ``far[j]`` (default: the far end of the hierarchy), each
+    block first scaled to unit total variance."""
+    far = far_map(len(layers)) if far is None else far
+
+    def unit(A):
+        return A / np.sqrt(max(float(A.var(axis=0).sum()), 1e-300))
+
+    return [np.hstack([unit(Z), gamma * unit(layers[far[j]])]) for j, Z in enumerate(layers)]
+
+
+def best_layer_scores(layers_tr, brains_tr, diagonal: bool = False) -> np.ndarray:
+    """(subjects, rois) train-split score of the best layer per ROI (``diagonal``: layer r for ROI r)."""
+    q = model_alignment_patterns(layers_tr, brains_tr)
+    b = np.arange(q.shape[2]) if diagonal else select_layers(q)
+    return q[b, :, np.arange(q.shape[2])].T
+
+
+def match_gamma(layers_tr, brains_tr, n_boot: int, seed: int, grid=GAMMAS,
+                diagonal: bool = False) -> tuple[float, list[bool]]:
+    """Largest gamma on ``grid`` whose train-split best-layer score stays equivalent to that of
+    ``layers_tr`` itself in every ROI (``diagonal``: layer r is the one for ROI r, no selection)."""
+    base = best_layer_scores(layers_tr, brains_tr, diagonal)
     chosen, ok_at = 0.0, []
-    for g in GAMMAS:
-        q = model_alignment_patterns(wrong_pattern_layers(stages_tr, g), brains_tr)
-        b = select_layers(q)
-        sc = q[b, :, np.arange(n_r)].T
-        ok = all(equivalence_test([or_score[:, r], sc[:, r]], ["oracle", "wrong"], n_boot=n_boot,
-                                  random_state=seed).equivalent[1] or sc[:, r].mean() >= or_score[:, r].mean()
-                 for r in range(n_r))
+    for g in grid:
+        sc = best_layer_scores(wrong_pattern_layers(layers_tr, g), brains_tr, diagonal)
+        ok = all(equivalence_test([base[:, r], sc[:, r]], ["base", "wrong"], n_boot=n_boot,
+                                  random_state=seed).equivalent[1] or sc[:, r].mean() >= base[:, r].mean()
+                 for r in range(base.shape[1]))
         ok_at.append(bool(ok))
         if ok:
             chosen = g
     return float(chosen), ok_at
+
+
+def best_candidate_aps(mean_aps: np.ndarray, candidates) -> np.ndarray:
+    """Per ROI, the highest subject-mean APS among the ``candidates`` rows of ``mean_aps`` (models x rois)."""
+    return np.asarray(mean_aps)[list(candidates)].max(axis=0)
+
+
+def top_ranked_aps(train_score: np.ndarray, mean_aps: np.ndarray, candidates) -> tuple[np.ndarray, np.ndarray]:
+    """Per ROI, the test APS of the candidate with the highest train-split score (as a benchmark ranks
+    models), and which candidate that is. Both inputs are (models x rois); returns ((rois,), (rois,))."""
+    cand = np.asarray(list(candidates))
+    pick = cand[np.argmax(np.asarray(train_score)[cand], axis=0)]
+    return np.asarray(mean_aps)[pick, np.arange(pick.size)], pick
+
+
+def standardised_difference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Per ROI, the subject-level paired effect size of ``a - b`` (mean / sd over subjects, ddof 1);
+    ``a``, ``b``: (subjects, rois). A ROI with no spread in the difference gets 0."""
+    d = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    sd = d.std(axis=0, ddof=1)
+    m = d.mean(axis=0)
+    return np.where(sd > 1e-12, m / np.where(sd > 1e-12, sd, 1.0), 0.0)
+
+
+def share_above(a: np.ndarray, b: np.ndarray) -> float:
+    """Share of entries (ROIs) where ``a`` is strictly above ``b``."""
+    return float(np.mean(np.asarray(a) > np.asarray(b)))
 
 
 # ------------------------------------------------------------------------------------------
@@ -271,30 +343,68 @@ def run(scale: str, seed: int) -> dict:
     def split_layers(layers):
         return [F[:n_tr] for F in layers], [F[n_tr:] for F in layers]
 
-    gamma, ok_at = match_gamma([F[:n_tr] for F in stages], b_tr, cfg["n_boot"], seed)
+    gen = generator_layers(stages)
+    gamma, ok_at = match_gamma([F[:n_tr] for F in gen], b_tr, cfg["n_boot"], seed, GAMMAS_GENERATOR, diagonal=True)
+    gamma_st, ok_at_st = match_gamma([F[:n_tr] for F in stages], b_tr, cfg["n_boot"], seed, GAMMAS)
     models = {
+        "generator": split_layers(gen),
         "oracle": split_layers(stages),
         "trained_other": split_layers([_zscore(F) for F in _features(other, Xs)]),
         "mlp": split_layers([_zscore(F) for F in _features(mlp, Xs)]),
         "random_init": split_layers([_zscore(F) for F in _features(rand, Xs)]),
         "pixel_pca": split_layers(pca_layers),
-        "wrong_pattern": split_layers(wrong_pattern_layers(stages, gamma)),
+        "wrong_pattern": split_layers(wrong_pattern_layers(gen, gamma)),
+        "wrong_pattern_stages": split_layers(wrong_pattern_layers(stages, gamma_st)),
     }
-    res = alignment_pattern_analysis(b_tr, b_te, models, "rsa", n_boot=cfg["n_boot"], random_state=seed)
+    diag = np.arange(len(gen))  # the generator's layer r is ROI r's generator: no layer selection
+    res = alignment_pattern_analysis(b_tr, b_te, models, "rsa", n_boot=cfg["n_boot"], random_state=seed,
+                                     fixed_layers={"generator": diag, "wrong_pattern": diag})
 
     mean_aps = res.aps.mean(axis=1)  # (models, rois)
     mean_score = res.score.mean(axis=1)
     mean_loso = res.aps_other_subjects.mean(axis=1)
     idx = {m: i for i, m in enumerate(res.models)}
     cand = [idx[c] for c in CANDIDATES]
+    # a benchmark's top-ranked model per ROI: highest train-split score among models sharing no generator features
+    train_score = np.zeros_like(mean_score)
+    for c in UNRELATED:
+        train_score[idx[c]] = best_layer_scores(models[c][0], b_tr).mean(axis=0)
+    top_aps, top_pick = top_ranked_aps(train_score, mean_aps, [idx[c] for c in UNRELATED])
+    top_loso, _ = top_ranked_aps(train_score, mean_loso, [idx[c] for c in UNRELATED])
     aps = {m: float(mean_aps[idx[m]].mean()) for m in MODELS}
     aps["brain_brain"] = float(res.brain_aps.mean())
-    aps["best_candidate"] = float(mean_aps[cand].max(axis=0).mean())
+    aps["best_candidate"] = float(best_candidate_aps(mean_aps, cand).mean())
+    aps["top_ranked_unrelated"] = float(top_aps.mean())
+    g, w, o, ws = (mean_aps[idx[m]] for m in ("generator", "wrong_pattern", "oracle", "wrong_pattern_stages"))
+
+    # generator vs brain-brain APS at three noise levels: the same subjects and noise draws, only sigma scaled
+    gap, gap_loso, gap_roi = {}, {}, {}
+    for sig in (SIGMAS_EXTRA[0], cfg["sigma"], SIGMAS_EXTRA[1]):
+        bs = simulate_brains(stages, cfg["n_subjects"], cfg["n_units"], sig, np.random.default_rng([seed, 1]))
+        s_te = _split_test(bs, n_tr)
+        bp = brain_alignment_patterns(s_te)
+        bb = brain_brain_aps(bp)
+        q_te = model_alignment_patterns([F[n_tr:] for F in gen], s_te)
+        a_off = model_aps(q_te, bp)[diag, :, diag].T.mean(axis=0)  # layer r for ROI r, as above
+        a_loso = model_aps(q_te, bp, reference="other_subjects")[diag, :, diag].T.mean(axis=0)
+        key = f"sigma_{sig:g}".replace(".", "_")
+        gap[key] = float((a_off - bb.mean(axis=0)).mean())
+        gap_loso[key] = float((a_loso - bb.mean(axis=0)).mean())
+        gap_roi[key] = (a_off - bb.mean(axis=0)).tolist()
+
     eq_s, eq_a, eq_b = res.equivalent_score, res.equivalent_aps, res.equivalent_both
     metrics = {
         "aps": aps,
         "aps_other_subjects": {m: float(mean_loso[idx[m]].mean()) for m in MODELS}
-        | {"brain_brain": aps["brain_brain"], "best_candidate": float(mean_loso[cand].max(axis=0).mean())},
+        | {"brain_brain": aps["brain_brain"], "best_candidate": float(best_candidate_aps(mean_loso, cand).mean()),
+           "top_ranked_unrelated": float(top_loso.mean())},
+        "aps_share_rois_above": {"generator_over_wrong_pattern": share_above(g, w),
+                                 "oracle_over_wrong_pattern_stages": share_above(o, ws)},
+        "aps_standardised_difference": {
+            "generator_minus_wrong_pattern": float(standardised_difference(res.aps[idx["generator"]], res.aps[idx["wrong_pattern"]]).mean()),
+            "oracle_minus_wrong_pattern_stages": float(standardised_difference(res.aps[idx["oracle"]], res.aps[idx["wrong_pattern_stages"]]).mean())},
+        "generator_minus_brain_brain": gap,
+        "generator_minus_brain_brain_other_subjects": gap_loso,
         "score": {m: float(mean_score[idx[m]].mean()) for m in MODELS},
         "equivalent_on_score": {m: float(eq_s[idx[m]].mean()) for m in MODELS},
         "equivalent_on_aps": {m: float(eq_a[idx[m]].mean()) for m in MODELS},
@@ -305,7 +415,8 @@ def run(scale: str, seed: int) -> dict:
     return {
         "metrics": metrics,
         "info": {
-            "gamma": gamma, "gamma_grid": list(GAMMAS), "gamma_train_equivalent": ok_at,
+            "gamma": gamma, "gamma_grid": list(GAMMAS_GENERATOR), "gamma_train_equivalent": ok_at,
+            "gamma_stages": gamma_st, "gamma_stages_grid": list(GAMMAS), "gamma_stages_train_equivalent": ok_at_st,
             "train_accuracy": {"oracle": acc_oracle, "trained_other": acc_other, "mlp": acc_mlp},
             "heldout_accuracy": test_acc,
             "rois": res.rois,
@@ -313,6 +424,8 @@ def run(scale: str, seed: int) -> dict:
             "aps_per_roi": {m: mean_aps[idx[m]].tolist() for m in MODELS} | {"brain_brain": res.brain_aps.mean(axis=0).tolist()},
             "score_per_roi": {m: mean_score[idx[m]].tolist() for m in MODELS},
             "aps_other_subjects_per_roi": {m: mean_loso[idx[m]].tolist() for m in MODELS},
+            "top_ranked_unrelated_per_roi": [res.models[i] for i in top_pick],
+            "generator_minus_brain_brain_per_roi": gap_roi,
             "best_on_score": [e.best_name for e in res.score_equivalence],
             "best_on_aps": [e.best_name for e in res.aps_equivalence],
             "score_threshold": [e.threshold for e in res.score_equivalence],

@@ -478,7 +478,7 @@ class AlignmentPatternResult:
 
 def alignment_pattern_analysis(brains_train, brains_test, models: Mapping, metric="rsa", *,
                                n_boot: int = 1000, confidence: float = 0.95,
-                               random_state=0) -> AlignmentPatternResult:
+                               random_state=0, fixed_layers: Mapping | None = None) -> AlignmentPatternResult:
     """Pointwise scores, alignment patterns, APS and both equivalence analyses for a set of models.
 
     ``brains_train`` / ``brains_test``: subjects x ROIs responses to two disjoint stimulus sets (the
@@ -486,6 +486,9 @@ def alignment_pattern_analysis(brains_train, brains_test, models: Mapping, metri
     (or mapping) of (stimuli x features) arrays per layer for the same stimuli. The layer of each
     model for each ROI is the one with the highest subject-mean score on the train split; scores,
     patterns and APS are then computed on the test split, as in the official pipeline.
+    ``fixed_layers``: optional ``{name: (n_rois,) layer indices}`` that replaces the train-split
+    selection for those models (for a model whose layer for each ROI is known, e.g. a simulation's
+    generator).
     """
     if not isinstance(models, Mapping) or not models:
         raise ValueError("models must be a non-empty mapping name -> (layers_train, layers_test)")
@@ -500,6 +503,10 @@ def alignment_pattern_analysis(brains_train, brains_test, models: Mapping, metri
     roi_names = rois if rois is not None else [str(i) for i in range(n_r)]
     bb = brain_alignment_patterns(te, metric)
     brain_aps = brain_brain_aps(bb)
+    fixed = {} if fixed_layers is None else dict(fixed_layers)
+    unknown = [k for k in fixed if k not in models]
+    if unknown:
+        raise ValueError(f"fixed_layers names models that are not in models: {unknown}")
     names, scores, apss, apss_loso, layers, qs = [], [], [], [], [], {}
     for name, pair in models.items():
         if not (isinstance(pair, Sequence) and len(pair) == 2):
@@ -510,7 +517,13 @@ def alignment_pattern_analysis(brains_train, brains_test, models: Mapping, metri
             raise ValueError(f"models[{name!r}]: {len(l_tr)} train layers but {len(l_te)} test layers")
         q_tr = model_alignment_patterns(l_tr, tr, metric)  # (layers, subjects, rois)
         q_te = model_alignment_patterns(l_te, te, metric)
-        best = select_layers(q_tr)
+        if name in fixed:
+            best = np.asarray(fixed[name])
+            if (best.shape != (n_r,) or not np.issubdtype(best.dtype, np.integer)
+                    or best.min() < 0 or best.max() >= len(l_te)):
+                raise ValueError(f"fixed_layers[{name!r}] must be {n_r} layer indices in [0, {len(l_te)}), got {fixed[name]!r}")
+        else:
+            best = select_layers(q_tr)
         a = model_aps(q_te, bb)  # (layers, subjects, rois)
         a_loso = model_aps(q_te, bb, reference="other_subjects")
         r_idx = np.arange(n_r)
