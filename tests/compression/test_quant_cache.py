@@ -623,7 +623,8 @@ def test_variance_compensation_with_its_own_reference_is_identity(dit):
     t, rho = compensation_factors(rec.reference(), rec.reference())
     assert np.allclose(rho, 1.0)
     vc = VarianceCompensation(dit, t, rho)
-    assert torch.allclose(D.sample(vc, y, (1, 8, 8), "eps", steps=8, noise=z), ref, atol=1e-6)
+    # rho equals 1 to float rounding only and 8 steps amplify it (values reach ~150): tolerances scaled to the output
+    torch.testing.assert_close(D.sample(vc, y, (1, 8, 8), "eps", steps=8, noise=z), ref, rtol=1e-4, atol=1e-6 * float(ref.abs().max()))
     assert len(vc.history) == 9
 
 
