@@ -13,7 +13,8 @@ abstract and a secondary summary, the statistics are the standard scenario-appro
    ``eps`` when ``binom.cdf(2D - 1, N, eps) <= eta`` (:func:`scenario_confidence`). N depends on the
    output size, not on the input dimension.
 2. **Formal NMS check** (:func:`certify_nms`): inside those intervals, interval arithmetic on IoU
-   (:func:`~iclr26.vision.odpv.boxes.interval_box_iou`) shows that, for every output in the range, NMS
+   (:func:`~iclr26.vision.odpv.boxes.interval_box_iou` between candidates, the exact vertex minimum
+   :func:`~iclr26.vision.odpv.boxes.min_iou_to_box` to the ground truth) shows that, for every output in the range, NMS
    keeps a box that matches the ground truth with IoU at least a bound, which is maximised.
 3. **Refinement** (``refine=True``): sample discarding within the PAC budget (Campi & Garatti 2011):
    the largest k with ``C(k + 2D - 1, k) binom.cdf(k + 2D - 1, N, eps) <= eta`` outlying samples are
@@ -35,7 +36,7 @@ import torch
 from scipy import stats
 from scipy.special import gammaln
 
-from .boxes import interval_box_iou
+from .boxes import interval_box_iou, min_iou_to_box
 
 __all__ = ["ODPVResult", "scenario_confidence", "pac_sample_size", "discard_budget", "pac_output_range",
            "certify_nms", "deeppac_output_range", "verify_detection", "sample_perturbations"]
@@ -172,8 +173,7 @@ def certify_nms(lo_boxes, hi_boxes, lo_scores, hi_scores, gt_box, *, conf_thr: f
         raise ValueError("lo_boxes/hi_boxes must be (K, 4) and lo_scores/hi_scores (K,) for the same K")
     if (lo_s > hi_s).any():
         raise ValueError("lo_scores must be <= hi_scores")
-    g = gt[None]
-    iou_g = interval_box_iou(lo_b, hi_b, g, g)[0][:, 0]
+    iou_g = min_iou_to_box(lo_b, hi_b, gt)
     pair_hi = interval_box_iou(lo_b, hi_b, lo_b, hi_b)[1]
     confident = lo_s >= conf_thr
     maybe = hi_s >= conf_thr
@@ -274,6 +274,9 @@ def verify_detection(model_fn: Callable, image: torch.Tensor, gt_box, *, radius:
     if not isinstance(radius, (int, float)) or isinstance(radius, bool) or not (0.0 <= radius < math.inf):
         raise ValueError(f"radius must be a finite number >= 0, got {radius!r}")
     eps_pac, eta = _check_level(eps_pac, "eps_pac"), _check_level(eta, "eta")
+    gt_t = torch.as_tensor(gt_box, dtype=torch.float64).reshape(-1)
+    if gt_t.shape != (4,) or not torch.isfinite(gt_t).all():
+        raise ValueError(f"gt_box must hold 4 finite numbers (x0, y0, x1, y1), got {gt_box!r}")
     gen = generator if generator is not None else torch.Generator().manual_seed(0)
     with torch.no_grad():
         b0, _ = model_fn(image[None])
