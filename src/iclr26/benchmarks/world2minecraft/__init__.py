@@ -1,0 +1,1 @@
+from .voxels import *
