@@ -48,12 +48,12 @@ from .voxels import extract_instance_centers, fit_templates, occupancy_iou, rota
 
 SCALES = {
     "smoke": dict(n_val=1, n_test=2, size=24),
-    "quick": dict(n_val=8, n_test=16, size=32),
+    "quick": dict(n_val=16, n_test=16, size=32),
     # a larger mini benchmark; the paper's own setting (EmbodiedOcc predictions fused over real
     # ScanNet / MinecraftOcc scenes) cannot be written down without its data and models
     "paper": dict(n_val=50, n_test=100, size=48),
 }
-SEEDS = {"smoke": 1, "quick": 10, "paper": 20}
+SEEDS = {"smoke": 1, "quick": 20, "paper": 20}
 TAU_GRID = (3, 6, 9, 12, 15, 18)                                   # this library's grid (tau unknown)
 MORPH_GRID = ((0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1))      # (closing, opening) iterations
 MAJORITY_GRID = (0, 1, 2, 3, 4, 5)                                # min furniture neighbours
