@@ -72,7 +72,7 @@ def _train_arm(arm, cfg, seed, log):
         if arm == "resize":
             x, m = _resize(x, cfg["resize"]), (_resize(m, cfg["resize"]) > 0.5).float()
         logits = model(x)
-        loss = relay_loss(logits, m, edge_weight_map(m))
+        loss = relay_loss(logits, m, edge_weight_map(m), edge_lambda=cfg.get("edge_lambda", 20.0))
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
