@@ -82,14 +82,8 @@ def pac_sample_size(n_params: int, eps_pac: float, eta: float, n_discard: int = 
     hi = max(k + d, 2)
     while scenario_confidence(hi, d, eps, k) > eta:
         hi *= 2
-    lo = max(k + d - 1, 1)
-    while hi - lo > 1:                      # invariant: conf(lo) > eta (or lo below k + d), conf(hi) <= eta
-        mid = (lo + hi) // 2
-        if scenario_confidence(mid, d, eps, k) <= eta:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    lo = max(k + d - 1, 1)                  # conf(lo) > eta (or lo below k + d), conf(hi) <= eta
+    return _bisect(lambda n: scenario_confidence(n, d, eps, k) > eta, lo, hi)[1]
 
 
 def discard_budget(n_samples: int, n_params: int, eps_pac: float, eta: float) -> int:
@@ -98,14 +92,21 @@ def discard_budget(n_samples: int, n_params: int, eps_pac: float, eta: float) ->
     eta = _check_level(eta, "eta")
     if scenario_confidence(n_samples, n_params, eps_pac, 0) > eta:
         return -1
-    lo, hi = 0, n_samples - n_params + 1   # conf(lo) <= eta; conf(hi) = 1 > eta
+    # conf(0) <= eta; conf(n_samples - n_params + 1) = 1 > eta
+    return _bisect(lambda k: scenario_confidence(n_samples, n_params, eps_pac, k) <= eta,
+                   0, n_samples - n_params + 1)[0]
+
+
+def _bisect(holds, lo: int, hi: int) -> tuple[int, int]:
+    """The adjacent pair ``(lo, hi)`` where the monotone predicate ``holds`` turns from true (at ``lo``)
+    to false (at ``hi``); the given ``lo`` must hold and the given ``hi`` must not."""
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if scenario_confidence(n_samples, n_params, eps_pac, mid) <= eta:
+        if holds(mid):
             lo = mid
         else:
             hi = mid
-    return lo
+    return lo, hi
 
 
 def _as_samples(samples) -> torch.Tensor:
