@@ -51,14 +51,30 @@ def template_library() -> dict[int, list[np.ndarray]]:
     return {3: [bed1, bed2], 4: [tab1, tab2], 5: [ch1, ch2], 6: [so1, so2], 7: [ca1, ca2]}
 
 
-def deform(t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """An object that is not exactly a library shape: the template stretched by one voxel along x
-    or z (a duplicated interior slice), or, for one object in three, with one random occupied
-    voxel column removed as well."""
-    axis = int(rng.choice([0, 2]))
-    n = t.shape[axis]
-    i = int(rng.integers(1, n - 1)) if n > 2 else 0
-    t = np.insert(t, i, np.take(t, i, axis=axis), axis=axis)
+def _int(v, name, lo, hi=None):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < lo or (hi is not None and v > hi):
+        rng_txt = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise ValueError(f"{name} must be an integer {rng_txt}, got {v!r}")
+    return int(v)
+
+
+def _rate(v, name):
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(v) or not 0 <= v <= 1:
+        raise ValueError(f"{name} must be a rate in [0, 1], got {v!r}")
+    return float(v)
+
+
+def deform(t: np.ndarray, rng: np.random.Generator, stretches: int = 1) -> np.ndarray:
+    """An object that is not exactly a library shape: the template stretched ``stretches`` times by
+    one voxel along x or z (each a duplicated interior slice, axis drawn each time), and, for one
+    object in three, with one random occupied voxel column removed as well."""
+    _int(stretches, "stretches", 0)
+    for _ in range(stretches):
+        axis = int(rng.choice([0, 2]))
+        n = t.shape[axis]
+        i = int(rng.integers(1, n - 1)) if n > 2 else 0
+        t = np.insert(t, i, np.take(t, i, axis=axis), axis=axis)
     if rng.random() < 1 / 3:
         occ = np.argwhere(t.any(1))
         x, z = occ[int(rng.integers(len(occ)))]
@@ -70,11 +86,20 @@ def deform(t: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 def make_room(rng: np.random.Generator, size: int = 32, n_objects=(3, 8), variant: bool = False, library=None,
-              gap: int = 2, height: int = 12):
+              gap: int = 2, height: int = 12, stretches: int = 1):
     """One room: floor, two walls, and 3-8 furniture instances with a random template and yaw,
-    on the floor, ``gap`` empty voxels apart. Returns ``(grid, objects)``; each object is a dict
-    with ``cls``, ``template``, ``rotation``, ``origin``, ``mask`` (the voxels it occupies)."""
+    on the floor, ``gap`` empty voxels apart (``variant``: each object deformed by :func:`deform`
+    with ``stretches``). Returns ``(grid, objects)``; each object is a dict with ``cls``,
+    ``template``, ``rotation``, ``origin``, ``mask`` (the voxels it occupies). Fewer objects than
+    drawn are placed when the room has no space left."""
     lib = template_library() if library is None else library
+    _int(gap, "gap", 0)
+    _int(stretches, "stretches", 0)
+    ext = max(max(t.shape) for ts in lib.values() for t in ts) + (stretches if variant else 0)
+    _int(size, "size", ext + 2 * gap + 2)
+    _int(height, "height", max(t.shape[1] for ts in lib.values() for t in ts) + 1)
+    if len(n_objects) != 2 or _int(n_objects[0], "n_objects[0]", 0) > _int(n_objects[1], "n_objects[1]", 0):
+        raise ValueError(f"n_objects must be (min, max) with 0 <= min <= max, got {n_objects!r}")
     g = np.zeros((size, height, size), np.int64)
     g[:, 0, :] = FLOOR
     g[0, 1:, :] = WALL
@@ -90,7 +115,7 @@ def make_room(rng: np.random.Generator, size: int = 32, n_objects=(3, 8), varian
         c = int(rng.choice(sorted(lib)))
         j = int(rng.integers(len(lib[c])))
         r = int(rng.choice([0, 90, 180, 270]))
-        t0 = deform(lib[c][j], rng) if variant else lib[c][j]
+        t0 = deform(lib[c][j], rng, stretches) if variant else lib[c][j]
         t = rotate_yaw(t0, r)
         sx, sy, sz = t.shape
         if sx + gap >= size or sz + gap >= size:
@@ -113,6 +138,10 @@ def corrupt(g: np.ndarray, rng: np.random.Generator, dropout: float = 0.2, spuri
     """A predicted occupancy of ``g``: furniture voxels missed with probability ``dropout``,
     ``jitter`` of the kept ones moved by one voxel along a random axis, and ``spurious`` x (number
     of furniture voxels) wrong voxels of a random furniture class in empty space above the floor."""
+    dropout, spurious, jitter = _rate(dropout, "dropout"), _rate(spurious, "spurious"), _rate(jitter, "jitter")
+    g = np.asarray(g)
+    if g.ndim != 3:
+        raise ValueError(f"g must be a 3-D label grid, got shape {g.shape}")
     out = g.copy()
     fur = np.isin(g, classes)
     idx = np.argwhere(fur)
@@ -139,7 +168,11 @@ def observe(g: np.ndarray, rng: np.random.Generator, overlap: int = 8, **noise) 
     """The fused prediction of two frames: frame A sees ``x < (X + overlap) / 2``, frame B the rest
     with ``overlap`` voxels in common, stored in B's own yaw-rotated local coordinates; each frame's
     prediction is corrupted independently and the two are fused by :func:`fuse_occupancy`."""
+    g = np.asarray(g)
+    if g.ndim != 3:
+        raise ValueError(f"g must be a 3-D label grid, got shape {g.shape}")
     X = g.shape[0]
+    _int(overlap, "overlap", 0, X)
     cut_a, cut_b = (X + overlap) // 2, (X - overlap) // 2
     a = corrupt(g, rng, **noise)
     a[cut_a:] = IGNORE
@@ -153,14 +186,18 @@ def observe(g: np.ndarray, rng: np.random.Generator, overlap: int = 8, **noise) 
     return fuse_occupancy([a, b_local], [np.eye(4), T_b], g.shape)
 
 
-def morphological(occ: np.ndarray, close_iter: int, open_iter: int, classes=tuple(FURNITURE)) -> np.ndarray:
+def morphological(occ: np.ndarray, close_iter: int, open_iter: int, connectivity: int = 1,
+                  classes=tuple(FURNITURE)) -> np.ndarray:
     """The morphological comparator: per furniture class, binary closing (``close_iter``
-    iterations of the 6-connected cross) then opening (``open_iter``); a voxel claimed by several
+    iterations) then opening (``open_iter``) with the 3-D structuring element of ``connectivity``
+    (1: the 6-connected cross, 2: 18-connected, 3: the full 3^3 cube); a voxel claimed by several
     classes keeps its observed label if that is one of them, else the smallest; floor and walls as
-    observed. ``(0, 0)`` is the raw grid."""
+    observed (never overwritten). ``(0, 0)`` is the raw grid."""
     from scipy.ndimage import binary_closing, binary_opening, generate_binary_structure
 
-    st = generate_binary_structure(3, 1)
+    close_iter, open_iter = _int(close_iter, "close_iter", 0), _int(open_iter, "open_iter", 0)
+    st = generate_binary_structure(3, _int(connectivity, "connectivity", 1, 3))
+    occ = np.asarray(occ)
     out = occ.copy()
     out[np.isin(occ, classes)] = EMPTY
     masks = {}
@@ -185,6 +222,8 @@ def majority_filter(occ: np.ndarray, min_neighbours: int, classes=tuple(FURNITUR
     relabels."""
     from scipy.ndimage import uniform_filter
 
+    _int(min_neighbours, "min_neighbours", 0, 26)
+    occ = np.asarray(occ)
     cl = list(classes)
     fur = np.isin(occ, cl)
     counts = np.stack([np.rint(uniform_filter((occ == c).astype(float), 3, mode="constant") * 27) for c in cl])

@@ -51,11 +51,30 @@ def _grid(occ, name: str = "occ") -> np.ndarray:
     return a
 
 
-def rotate_yaw(t: np.ndarray, degrees: int) -> np.ndarray:
-    """Rotate a ``[x, y, z]`` grid by ``degrees`` (a multiple of 90) about the vertical ``y`` axis."""
-    if int(degrees) % 90 != 0:
-        raise ValueError(f"degrees must be a multiple of 90, got {degrees!r}")
-    return np.rot90(np.asarray(t), k=(int(degrees) // 90) % 4, axes=(0, 2))
+def _degrees(d, name: str = "degrees") -> int:
+    """A yaw in degrees that is an exact multiple of 90 (``90.5`` or ``nan`` are rejected, not rounded)."""
+    if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a number of degrees, got {type(d).__name__}")
+    if not np.isfinite(d) or float(d) != int(d) or int(d) % 90 != 0:
+        raise ValueError(f"{name} must be a multiple of 90 degrees, got {d!r}")
+    return int(d)
+
+
+def _up_axes(up_axis) -> tuple[int, int]:
+    if isinstance(up_axis, bool) or up_axis not in (0, 1, 2):
+        raise ValueError(f"up_axis must be 0, 1 or 2 (the vertical axis of the grid), got {up_axis!r}")
+    return tuple(a for a in (0, 1, 2) if a != up_axis)
+
+
+def rotate_yaw(t: np.ndarray, degrees: int, up_axis: int = 1) -> np.ndarray:
+    """Rotate a 3-D grid by ``degrees`` (a multiple of 90) about its vertical axis ``up_axis``
+    (1: ``[x, y, z]`` with ``y`` up, Minecraft's axes; 2 for z-up grids such as ScanNet's). The
+    rotation is ``np.rot90`` on the two horizontal axes in increasing order."""
+    k = (_degrees(degrees) // 90) % 4
+    a = np.asarray(t)
+    if a.ndim != 3:
+        raise ValueError(f"t must be a 3-D grid, got shape {a.shape}")
+    return np.rot90(a, k=k, axes=_up_axes(up_axis))
 
 
 # ---------------------------------------------------------------- fusion
@@ -63,8 +82,9 @@ def fuse_occupancy(frames, transforms, shape, ignore_index: int = IGNORE, prefer
     """Fuse per-frame semantic occupancy grids into one scene grid by voting.
 
     ``frames[i]`` is a local label grid (``ignore_index`` = not seen by that frame) and
-    ``transforms[i]`` a 4 x 4 matrix mapping a local voxel index ``(i, j, k, 1)`` to world voxel
-    coordinates (the camera extrinsics expressed in voxels; rounded to the nearest voxel). Each
+    ``transforms[i]`` a rigid 4 x 4 matrix mapping a local voxel index ``(i, j, k, 1)`` to world voxel
+    coordinates (the camera extrinsics expressed in voxels; each local voxel is sent to the nearest
+    world voxel, so a rotation that is not a multiple of 90 degrees can leave holes). Each
     world voxel takes the label with most votes; with ``prefer_occupied`` a tie between empty and
     an object label goes to the object (this library's tie rule; the paper does not state one),
     ties among object labels to the smallest label. Voxels no frame saw are ``ignore_index``.
@@ -76,9 +96,10 @@ def fuse_occupancy(frames, transforms, shape, ignore_index: int = IGNORE, prefer
         raise ValueError("frames is empty")
     if len(frames) != len(transforms):
         raise ValueError(f"frames and transforms differ in length ({len(frames)} vs {len(transforms)})")
-    shape = tuple(int(s) for s in shape)
-    if len(shape) != 3 or min(shape) <= 0:
-        raise ValueError(f"shape must be three positive sizes, got {shape}")
+    shp = np.asarray(shape)
+    if shp.shape != (3,) or shp.dtype.kind not in "iu" or shp.min() <= 0:
+        raise ValueError(f"shape must be three positive integers, got {shape!r}")
+    shape = tuple(int(v) for v in shp)
     frames = [_grid(f, f"frames[{i}]") for i, f in enumerate(frames)]
     labels = np.unique(np.concatenate([np.unique(f) for f in frames]))
     labels = labels[labels != ignore_index]
@@ -90,6 +111,11 @@ def fuse_occupancy(frames, transforms, shape, ignore_index: int = IGNORE, prefer
         T = np.asarray(T, dtype=float)
         if T.shape != (4, 4) or not np.isfinite(T).all():
             raise ValueError(f"transforms[{i}] must be a finite 4 x 4 matrix, got shape {T.shape}")
+        Rm = T[:3, :3]
+        if not np.allclose(T[3], [0, 0, 0, 1]) or not np.allclose(Rm.T @ Rm, np.eye(3), atol=1e-6) \
+                or np.linalg.det(Rm) <= 0:
+            raise ValueError(f"transforms[{i}] must be a rigid voxel-to-world transform (a rotation and a "
+                             "translation, last row 0 0 0 1); scale metric extrinsics to voxels first")
         idx = np.argwhere(f != ignore_index)
         if len(idx) == 0:
             continue
@@ -126,15 +152,33 @@ class Instances:
     classes: np.ndarray
     sizes: np.ndarray = field(default_factory=lambda: np.zeros(0, int))
 
+    def __post_init__(self):
+        self.centers = np.asarray(self.centers, dtype=float).reshape(-1, 3) if np.size(self.centers) == 0 \
+            else np.asarray(self.centers, dtype=float)
+        self.classes = np.asarray(self.classes)
+        if self.centers.ndim != 2 or self.centers.shape[1] != 3:
+            raise ValueError(f"Instances.centers must be an (n, 3) array, got shape {self.centers.shape}")
+        if self.classes.ndim != 1 or len(self.classes) != len(self.centers):
+            raise ValueError(f"Instances.classes must hold one label per centre ({len(self.centers)}), "
+                             f"got shape {self.classes.shape}")
+        if len(self.classes) and self.classes.dtype.kind not in "iu":
+            raise TypeError(f"Instances.classes must be integer labels, got dtype {self.classes.dtype}")
+        if not np.isfinite(self.centers).all():
+            raise ValueError("Instances.centers holds non-finite values")
+
     def __len__(self) -> int:
         return len(self.classes)
 
 
 def extract_instance_centers(occ, classes=None, kernel: int = 3, tau: float = 9, eps: float = 1.5,
-                             min_samples: int = 4, ignore_index: int = IGNORE) -> Instances:
-    """Per class: binarise, box-filter (``density``), keep voxels with ``D >= tau``, cluster them by
-    DBSCAN (L2, radius ``eps``, ``min_samples``) and return one centroid per cluster (noise points
-    dropped).
+                             min_samples: int = 4, ignore_index: int = IGNORE, binarize: str = "any") -> Instances:
+    """Binarise, box-filter (``density``), keep voxels with ``D >= tau``, cluster the candidates of
+    each class by DBSCAN (L2, radius ``eps``, ``min_samples``) and return one centroid per cluster
+    (noise points dropped).
+
+    ``binarize="any"`` (the paper's order): ``O_bin`` is 1 on a voxel of any of ``classes``, one
+    density ``D = box3D * O_bin`` for all of them, and the candidates of class ``c`` are the class-``c``
+    voxels with ``D >= tau``. ``binarize="class"``: the density of each class's own voxels.
 
     Defaults are this library's (the paper's values were not readable here): a 3^3 box
     (``kernel = 3``), ``tau = 9`` (a third of the box), ``eps = 1.5`` voxels (face and edge
@@ -145,18 +189,35 @@ def extract_instance_centers(occ, classes=None, kernel: int = 3, tau: float = 9,
     occ = _grid(occ)
     if isinstance(kernel, bool) or not isinstance(kernel, (int, np.integer)) or kernel < 1 or kernel % 2 == 0:
         raise ValueError(f"kernel must be a positive odd integer, got {kernel!r}")
+    if isinstance(tau, (bool, np.bool_)) or not isinstance(tau, (int, float, np.integer, np.floating)):
+        raise TypeError(f"tau must be a number, got {type(tau).__name__}")
     if not np.isfinite(tau) or tau < 0 or tau > kernel ** 3:
         raise ValueError(f"tau must lie in [0, kernel^3 = {kernel ** 3}], got {tau!r}")
-    if not np.isfinite(eps) or eps <= 0:
-        raise ValueError(f"eps must be positive, got {eps!r}")
+    if isinstance(eps, (bool, np.bool_)) or not isinstance(eps, (int, float, np.integer, np.floating)) \
+            or not np.isfinite(eps) or eps <= 0:
+        raise ValueError(f"eps must be a finite positive number, got {eps!r}")
+    if binarize not in ("any", "class"):
+        raise ValueError(f"binarize must be 'any' (all classes together, the paper's) or 'class', got {binarize!r}")
     if isinstance(min_samples, bool) or not isinstance(min_samples, (int, np.integer)) or min_samples < 1:
         raise ValueError(f"min_samples must be a positive integer, got {min_samples!r}")
     if classes is None:
         classes = [int(c) for c in np.unique(occ) if c not in (EMPTY, ignore_index)]
+    else:
+        classes = list(classes)
+        if len(classes) == 0:
+            raise ValueError("classes is empty")
+        for c in classes:
+            if isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, np.integer)) or c in (EMPTY, ignore_index):
+                raise ValueError(f"classes must be object labels (integers other than {EMPTY} and "
+                                 f"{ignore_index}), got {c!r}")
+        classes = [int(c) for c in classes]
     centers, cls, sizes = [], [], []
+    d_any = density(np.isin(occ, classes), kernel) if binarize == "any" else None
     for c in classes:
-        d = density(occ == int(c), kernel)
-        pts = np.argwhere(d >= max(tau, 1e-9))
+        if d_any is None:
+            pts = np.argwhere(density(occ == c, kernel) >= max(tau, 1e-9))
+        else:
+            pts = np.argwhere((d_any >= max(tau, 1e-9)) & (occ == c))
         if len(pts) == 0:
             continue
         lab = DBSCAN(eps=eps, min_samples=min_samples).fit_predict(pts)
@@ -211,7 +272,7 @@ def _check_library(library) -> dict:
 
 
 def fit_templates(occ, instances: Instances, library, rotations=ROTATIONS, search: int = 2,
-                  background=None, ignore_index: int = IGNORE) -> TemplateFit:
+                  background=None, ignore_index: int = IGNORE, up_axis: int = 1) -> TemplateFit:
     """Snap each instance to its best template and yaw: ``(j*, delta*, t*) = argmax IoU(O_k,
     Rot(T_j, delta) placed at centre + t)``.
 
@@ -220,22 +281,24 @@ def fit_templates(occ, instances: Instances, library, rotations=ROTATIONS, searc
     its voxel centroid at the centre, shifted by every integer ``t`` in ``[-search, search]^3`` (the
     translation search is this library's: the paper aligns on the centroid). Intersections over all
     shifts come from one correlation per (template, yaw). The snapped instances are written into
-    ``background`` (default: an empty grid), later instances over earlier ones.
+    ``background`` (default: an empty grid), later instances over earlier ones. Yaw turns about
+    ``up_axis`` (templates and grid share it). A centre must lie inside the grid.
     """
     from scipy.signal import correlate
 
     occ = _grid(occ)
     lib = _check_library(library)
-    rotations = tuple(int(r) for r in rotations)
+    rotations = tuple(_degrees(r, "rotations") for r in rotations)
     if len(rotations) == 0:
         raise ValueError("rotations is empty")
-    for r in rotations:
-        if r % 90 != 0:
-            raise ValueError(f"rotations must be multiples of 90 degrees, got {r}")
+    _up_axes(up_axis)
     if isinstance(search, bool) or not isinstance(search, (int, np.integer)) or search < 0:
         raise ValueError(f"search must be a non-negative integer, got {search!r}")
     if not isinstance(instances, Instances):
         raise TypeError("instances must be the Instances returned by extract_instance_centers")
+    instances.__post_init__()
+    if len(instances) and (np.any(instances.centers < -0.5) or np.any(instances.centers > np.array(occ.shape) - 0.5)):
+        raise ValueError(f"instances.centers must lie inside the grid of shape {occ.shape}")
     grid = np.zeros_like(occ) if background is None else _grid(background, "background").copy()
     if grid.shape != occ.shape:
         raise ValueError(f"background shape {grid.shape} differs from occ shape {occ.shape}")
@@ -254,7 +317,7 @@ def fit_templates(occ, instances: Instances, library, rotations=ROTATIONS, searc
         best = (-1.0, None)
         for j, t0 in enumerate(lib[int(c)]):
             for r in rotations:
-                t = rotate_yaw(t0, r)
+                t = rotate_yaw(t0, r, up_axis)
                 g = np.argwhere(t).mean(0)
                 p0 = np.rint(ctr - g).astype(int)
                 sub_lo = p0 - search - wlo
@@ -266,7 +329,7 @@ def fit_templates(occ, instances: Instances, library, rotations=ROTATIONS, searc
                     best = (float(iou[k]), (j, r, p0 + np.array(k) - search))
         j, r, p = best[1]
         tpl[i], rot[i], org[i], best_iou[i] = j, r, p, best[0]
-        t = rotate_yaw(lib[int(c)][j], r)
+        t = rotate_yaw(lib[int(c)][j], r, up_axis)
         lo, hi = np.maximum(p, 0), np.minimum(p + np.array(t.shape), shape)
         if np.all(hi > lo):
             tt = t[tuple(slice(a - q, b - q) for a, b, q in zip(lo, hi, p))]
@@ -300,42 +363,101 @@ def to_setblock_commands(grid, palette, origin=(0, 0, 0), ignore_index: int = IG
 
 
 # ---------------------------------------------------------------- metrics
-def occupancy_iou(pred, gt, classes=None, ignore_index: int = IGNORE) -> float:
-    """Scene-completion IoU of the occupied voxels (occupied = a label in ``classes``, default any
-    non-empty label), over the voxels whose ground truth is observed (``gt != ignore_index``), as
-    the semantic scene completion benchmarks (MonoScene, ISO) score IoU. NaN when neither grid has
-    an occupied voxel."""
+def _pair(pred, gt):
     p, g = _grid(pred, "pred"), _grid(gt, "gt")
     if p.shape != g.shape:
         raise ValueError(f"pred shape {p.shape} differs from gt shape {g.shape}")
+    return p, g
+
+
+def _classes(classes) -> list[int]:
+    classes = list(classes)
+    if len(classes) == 0:
+        raise ValueError("classes is empty")
+    for c in classes:
+        if isinstance(c, (bool, np.bool_)) or not isinstance(c, (int, np.integer)):
+            raise ValueError(f"classes must be integer labels, got {c!r}")
+    return [int(c) for c in classes]
+
+
+def _occ_counts(p, g, classes, ignore_index):
     valid = g != ignore_index
     if classes is None:
         po, go = (p != EMPTY) & (p != ignore_index), g != EMPTY
     else:
-        cl = np.asarray(list(classes))
+        cl = np.asarray(_classes(classes))
         po, go = np.isin(p, cl), np.isin(g, cl)
     po, go = po & valid, go & valid
-    union = (po | go).sum()
-    return float((po & go).sum() / union) if union else float("nan")
+    return int((po & go).sum()), int((po | go).sum())
+
+
+def _class_counts(p, g, classes, ignore_index):
+    valid = g != ignore_index
+    inter, union = [], []
+    for c in classes:
+        pc, gc = (p == c) & valid, (g == c) & valid
+        inter.append(int((pc & gc).sum()))
+        union.append(int((pc | gc).sum()))
+    return np.array(inter), np.array(union)
+
+
+def _miou(inter, union, classes):
+    per = {c: (float(i / u) if u else float("nan")) for c, i, u in zip(classes, inter, union)}
+    vals = [v for v in per.values() if not np.isnan(v)]
+    return (float(np.mean(vals)) if vals else float("nan")), per
+
+
+def occupancy_iou(pred, gt, classes=None, ignore_index: int = IGNORE) -> float:
+    """Scene-completion IoU of the occupied voxels of one grid (occupied = a label in ``classes``,
+    default any non-empty label), over the voxels whose ground truth is observed
+    (``gt != ignore_index``). NaN when neither grid has an occupied voxel. For a test set use
+    :func:`dataset_iou`, which accumulates over scenes as the benchmarks (MonoScene, ISO) do."""
+    p, g = _pair(pred, gt)
+    i, u = _occ_counts(p, g, classes, ignore_index)
+    return float(i / u) if u else float("nan")
 
 
 def semantic_miou(pred, gt, classes, ignore_index: int = IGNORE) -> tuple[float, dict]:
-    """Mean over ``classes`` of the per-class IoU on observed voxels; classes present in neither
-    grid are left out of the mean (returned per-class as NaN). Returns ``(miou, {class: iou})``."""
-    p, g = _grid(pred, "pred"), _grid(gt, "gt")
-    if p.shape != g.shape:
-        raise ValueError(f"pred shape {p.shape} differs from gt shape {g.shape}")
-    classes = list(classes)
-    if len(classes) == 0:
-        raise ValueError("classes is empty")
-    valid = g != ignore_index
-    per = {}
-    for c in classes:
-        pc, gc = (p == c) & valid, (g == c) & valid
-        u = (pc | gc).sum()
-        per[int(c)] = float((pc & gc).sum() / u) if u else float("nan")
-    vals = [v for v in per.values() if not np.isnan(v)]
-    return (float(np.mean(vals)) if vals else float("nan")), per
+    """Mean over ``classes`` of the per-class IoU of one grid on observed voxels; classes present in
+    neither grid are left out of the mean (returned per-class as NaN), a class present only in the
+    prediction counts as 0. Returns ``(miou, {class: iou})``. Averaging this over scenes is not the
+    benchmarks' mIoU (a class absent from a scene's ground truth then scores 0 for any stray voxel);
+    use :func:`dataset_miou` for a test set."""
+    p, g = _pair(pred, gt)
+    classes = _classes(classes)
+    return _miou(*_class_counts(p, g, classes, ignore_index), classes)
+
+
+def _pairs(preds, gts):
+    preds, gts = list(preds), list(gts)
+    if len(preds) == 0:
+        raise ValueError("preds is empty")
+    if len(preds) != len(gts):
+        raise ValueError(f"preds and gts differ in length ({len(preds)} vs {len(gts)})")
+    return [_pair(p, g) for p, g in zip(preds, gts)]
+
+
+def dataset_iou(preds, gts, classes=None, ignore_index: int = IGNORE) -> float:
+    """Scene-completion IoU over a set of scenes: intersections and unions of the occupied voxels
+    summed over all scenes, then divided (the semantic scene completion convention, MonoScene /
+    ISO). NaN when no scene has an occupied voxel."""
+    i = u = 0
+    for p, g in _pairs(preds, gts):
+        a, b = _occ_counts(p, g, classes, ignore_index)
+        i, u = i + a, u + b
+    return float(i / u) if u else float("nan")
+
+
+def dataset_miou(preds, gts, classes, ignore_index: int = IGNORE) -> tuple[float, dict]:
+    """mIoU over a set of scenes as the semantic scene completion benchmarks compute it: per class,
+    intersections and unions accumulated over all scenes, then the class IoUs averaged (classes
+    absent from every scene and every prediction left out). Returns ``(miou, {class: iou})``."""
+    classes = _classes(classes)
+    inter, union = np.zeros(len(classes), np.int64), np.zeros(len(classes), np.int64)
+    for p, g in _pairs(preds, gts):
+        a, b = _class_counts(p, g, classes, ignore_index)
+        inter, union = inter + a, union + b
+    return _miou(inter, union, classes)
 
 
 def load_occupancy_scene(path, key: str = "occupancy") -> np.ndarray:
