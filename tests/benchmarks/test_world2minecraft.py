@@ -404,6 +404,8 @@ def test_morphological_never_touches_floor_and_walls():
     d[2, 3, 3] = d[4, 3, 3] = 3
     assert morphological(d, 1, 0, 3)[3, 3, 3] == 3
     assert morphological(d, 1, 0, 1)[3, 3, 3] == 0
+    d[3, 3, 3] = WALL                                 # ... but never over a wall voxel
+    assert morphological(d, 1, 0, 3)[3, 3, 3] == WALL
 
 
 def test_deform_stretches_one_horizontal_axis_per_step():
@@ -500,13 +502,17 @@ def test_conditions_are_the_declared_sweep():
     assert all(len(E.GRIDS[a]) == 6 for a in ("template", "closing", "majority"))
 
 
-def test_condition_matches_a_reference_of_the_protocol():
+def test_condition_matches_a_reference_of_the_protocol(monkeypatch):
     """Rebuild one condition from the components: the same rooms, every arm tuned on the
     validation rooms for each criterion, scored on the test rooms, the premises' counts."""
     lib = template_library()
     cfg = dict(n_val=2, n_test=2, size=20)
     cond = E.CONDITIONS["d30"]
+    calls = []
+    real_snap = E.snap
+    monkeypatch.setattr(E, "snap", lambda o, lb, tau: (calls.append((o, tau)), real_snap(o, lb, tau))[1])
     res = E._condition(np.random.default_rng(21), cfg, cond, lib)
+    monkeypatch.setattr(E, "snap", real_snap)
 
     rng = np.random.default_rng(21)
     rooms = []
@@ -546,6 +552,9 @@ def test_condition_matches_a_reference_of_the_protocol():
     f1 = 2 * tp / (npred + ngt)
     assert res["f1"] == pytest.approx(f1) and res["rot"] == pytest.approx(nrot / tp)
     assert res["settings"]["template"]["iou"] == tau
+    # the premises are scored at the IoU-tuned tau: the last snap of each test room
+    for _, _, o in test:
+        assert [t for ob, t in calls if np.array_equal(ob, o)][-1] == tau
 
 
 def test_run_reports_every_condition_per_arm():
@@ -597,6 +606,8 @@ def test_rejections_of_silent_wrong_answers():
         fuse_occupancy([g], [np.zeros((4, 4))], g.shape)
     with pytest.raises(ValueError, match="rigid"):
         fuse_occupancy([g], [np.diag([2.0, 2, 2, 1])], g.shape)
+    with pytest.raises(ValueError, match="rigid"):
+        fuse_occupancy([g], [np.diag([-1.0, 1, 1, 1])], g.shape)          # a mirror, not a rotation
     with pytest.raises(ValueError, match="shape"):
         fuse_occupancy([g], [np.eye(4)], (16.7, 8, 16))
     with pytest.raises(ValueError, match="classes"):
