@@ -3,10 +3,12 @@ instances drawn from a template library, rotated by yaw, then corrupted as a pre
 occupancy would be (missed voxels, spurious voxels, one-voxel jitter), seen by two frames.
 
 Everything here is this library's (the paper's scenes and MinecraftOcc are not available): the
-class list, the templates (asymmetric so that yaw matters), the corruption rates (20 % dropout,
-5 % spurious voxels, 10 % jitter, from the planning notes) and the ``variant`` deformation that
-makes the library inexact (each object is a template stretched by one voxel along a horizontal
-axis, or a part removed; the library holds only the undeformed shapes).
+class list, the templates (asymmetric so that yaw matters), the corruption model (independent
+per-voxel dropout, default 20 %; 5 % spurious voxels; 10 % jitter; rates from the planning notes)
+and the ``variant`` deformation that makes the library inexact (each object is a template stretched
+by one voxel along a horizontal axis, ``stretches`` times, one in three also with a column removed;
+the library holds only the undeformed shapes). The dropout and the number of stretches decide
+whether snapping beats the raw grid; the experiment sweeps them.
 """
 from __future__ import annotations
 
