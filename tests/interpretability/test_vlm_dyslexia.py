@@ -101,6 +101,17 @@ def test_padded_batch_mean_equals_one_at_a_time(vlm):
         torch.testing.assert_close(batched[k], singles[k], atol=1e-5, rtol=1e-4)
 
 
+def test_tower_units_are_averaged_over_patches(vlm):
+    model, proc = vlm
+    name = "model.vision_model.encoder.layers.0.mlp.fc1"
+    batch = _batch(proc, "words", 3)
+    acts = unit_activations(model, [name], [batch])
+    with torch.no_grad(), record_activations(model, [name]) as raw:
+        model(**batch)
+    torch.testing.assert_close(acts[name], raw[name][0].mean(1))
+    assert acts[name].shape == (3, model.get_submodule(name).out_features)
+
+
 def test_localise_units_on_a_vlm(vlm):
     model, proc = vlm
     stim = {c: [_batch(proc, c, 4)] for c in ("words", "false_font", "shapes")}

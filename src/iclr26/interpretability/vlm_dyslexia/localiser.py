@@ -137,7 +137,9 @@ def _resolve(model: nn.Module, modules) -> dict[str, nn.Module]:
 def unit_activations(model: nn.Module, modules, batches: Iterable[Mapping]) -> dict[str, torch.Tensor]:
     """Per stimulus, each unit's output averaged over the token positions (``attention_mask`` == 1
     where the batch has one; the official code runs one stimulus at a time and averages over all
-    positions, which is the same thing). ``batches``: model inputs, e.g. processor outputs.
+    positions, which is the same thing); a module whose positions are not the text tokens (a vision
+    tower's patches) is averaged over all its positions, one row per image it sees.
+    ``batches``: model inputs, e.g. processor outputs.
     Returns ``{name: tensor [n_stimuli, n_units]}``."""
     mods = _resolve(model, modules)
     out: dict[str, list] = {k: [] for k in mods}
@@ -153,7 +155,8 @@ def unit_activations(model: nn.Module, modules, batches: Iterable[Mapping]) -> d
                 raise RuntimeError(f"module {k!r} ran {len(acts[k])} times in one forward pass; expected once")
             a = acts[k][0].float()
             if a.ndim == 3:
-                if am is not None:
+                if am is not None and tuple(am.shape) == tuple(a.shape[:2]):
+                    # token positions of the text model: padding does not count
                     w = am.to(a.dtype).unsqueeze(-1)
                     a = (a * w).sum(1) / w.sum(1).clamp_min(1.0)
                 else:
