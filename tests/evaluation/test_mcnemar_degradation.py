@@ -276,3 +276,79 @@ def test_simulation_hits_requested_rates():
 def test_bad_input_is_rejected(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+# --------------------------------------------------------------------------- the real-model decoding loop
+@pytest.fixture(scope="module")
+def tiny_lm():
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from iclr26.models.vlm import byte_tokenizer
+
+    tok = byte_tokenizer()
+    torch.manual_seed(0)
+    lm = LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2,
+                                      pad_token_id=tok.pad_token_id)).eval()
+    with torch.no_grad():  # a peaked, non-uniform next-token distribution
+        lm.lm_head.weight.mul_(40.0)
+    prefix = tok("Q: 1+1=2. Q: 2+3=5. Q: ", add_special_tokens=False)["input_ids"]
+    ids = [prefix + tok(q, add_special_tokens=False)["input_ids"] for q in ("4+4=", "7+1=", "12+9=", "3+3=")]
+    return lm, tok, ids
+
+
+def _reference_greedy(lm, ids, n):
+    import torch
+
+    out = []
+    for x in ids:
+        seq = list(x)
+        for _ in range(n):
+            with torch.no_grad():
+                seq.append(int(lm(input_ids=torch.tensor([seq])).logits[0, -1].argmax()))
+        out.append(seq[len(x):])
+    return out
+
+
+def test_greedy_answers_equal_a_plain_greedy_loop(tiny_lm):
+    """The prefix-cache, equal-length batching loop gives the tokens of a plain full-recompute greedy loop."""
+    from iclr26.evaluation.mcnemar_degradation.experiment import greedy_answers
+
+    lm, tok, ids = tiny_lm
+    got = greedy_answers(lm, tok, ids, max_new_tokens=5, batch_size=2)
+    ref_cut = []  # a stop token ends a completion: the reference is cut at the first one
+    for r in _reference_greedy(lm, ids, 5):
+        cut = []
+        for t in r:
+            if t == tok.eos_token_id:
+                break
+            cut.append(t)
+        ref_cut.append(tok.decode(cut))
+    assert got == ref_cut
+
+
+def test_sampled_answers_follow_the_temperature(tiny_lm):
+    """Sampling: seeded runs repeat, a tiny temperature is greedy, a high one departs from greedy."""
+    import torch
+
+    from iclr26.evaluation.mcnemar_degradation.experiment import greedy_answers
+
+    lm, tok, ids = tiny_lm
+    greedy = greedy_answers(lm, tok, ids, 4, 4)
+    a = greedy_answers(lm, tok, ids, 4, 4, temperature=0.3, generator=torch.Generator().manual_seed(1))
+    b = greedy_answers(lm, tok, ids, 4, 4, temperature=0.3, generator=torch.Generator().manual_seed(1))
+    assert a == b
+    assert greedy_answers(lm, tok, ids, 4, 4, temperature=1e-4, generator=torch.Generator().manual_seed(2)) == greedy
+    g = torch.Generator().manual_seed(3)
+    hot = [greedy_answers(lm, tok, ids, 4, 4, temperature=5.0, generator=g) for _ in range(5)]
+    assert any(h != greedy for h in hot)
+
+
+@pytest.mark.parametrize("temperature", [-0.1, float("nan"), float("inf"), "0.3"])
+def test_bad_temperature_is_rejected(tiny_lm, temperature):
+    from iclr26.evaluation.mcnemar_degradation.experiment import greedy_answers
+
+    lm, tok, ids = tiny_lm
+    with pytest.raises(ValueError, match="^temperature must be a finite number >= 0"):
+        greedy_answers(lm, tok, ids, 2, 2, temperature=temperature)

@@ -36,13 +36,16 @@ ALPHA = 0.05
 _SIM = dict(p_flip=0.09, acc=0.6, delta=0.008, noise_runs=10, flip_prone=0.7, noise_beta=(1.0, 3.0))
 SCALES = {
     "smoke": dict(_SIM, reps_null=200, n_mc=200, reps_power=40, reps_prune=10,
-                  real=dict(model="smollm2-135m", n=6, difficulty=2, max_new_tokens=3, batch_size=4)),
+                  real=dict(model="smollm2-135m", n=48, difficulty=2, max_new_tokens=3, batch_size=16, noise_runs=2,
+                            noise_temperature=0.3)),
     # 2 seeds x 10,000 null replications: a size of alpha + 0.01 is detected (contradicted) with
     # probability ~0.9 and a size of exactly alpha stays below alpha + 0.005 with probability ~0.95
     "quick": dict(_SIM, reps_null=10_000, n_mc=1000, reps_power=1000, reps_prune=500,
-                  real=dict(model="smollm2-135m", n=500, difficulty=2, max_new_tokens=4, batch_size=16)),
+                  real=dict(model="smollm2-135m", n=500, difficulty=2, max_new_tokens=4, batch_size=16, noise_runs=10,
+                            noise_temperature=0.3)),
     "paper": dict(_SIM, reps_null=50_000, n_mc=10_000, reps_power=10_000, reps_prune=5000,
-                  real=dict(model="qwen2.5-coder-1.5b", n=1319, difficulty=4, max_new_tokens=8, batch_size=16)),
+                  real=dict(model="qwen2.5-coder-1.5b", n=1319, difficulty=4, max_new_tokens=8, batch_size=16,
+                            noise_runs=10, noise_temperature=0.3)),
 }
 SEEDS = {"smoke": 1, "quick": 2, "paper": 4}
 
@@ -119,14 +122,20 @@ def _common_prefix(ids) -> int:
     return k
 
 
-def greedy_answers(model, tok, ids, max_new_tokens: int, batch_size: int) -> list[str]:
-    """Greedy completions of token-id prompts sharing a few-shot prefix: the prefix's KV cache is
-    computed once, items of equal length are batched without padding (no padding can change the
-    numerics), and decoding stops at an end-of-turn token."""
+def greedy_answers(model, tok, ids, max_new_tokens: int, batch_size: int, temperature: float = 0.0,
+                   generator=None) -> list[str]:
+    """Completions of token-id prompts sharing a few-shot prefix: the prefix's KV cache is computed
+    once, items of equal length are batched without padding (no padding can change the numerics),
+    and decoding stops at an end-of-turn token. Greedy at ``temperature = 0``; otherwise ancestral
+    sampling from ``softmax(logits / temperature)`` with the torch ``generator`` (the noisy re-runs
+    of Sec. 5 sample at temperature 0.3)."""
     import torch
     from transformers import DynamicCache
 
     from iclr26.models.generation import stop_token_ids
+
+    if not (isinstance(temperature, (int, float)) and np.isfinite(temperature) and temperature >= 0):
+        raise ValueError(f"temperature must be a finite number >= 0 (0 = greedy), got {temperature!r}")
 
     stops = set(stop_token_ids(tok, model))
     p = _common_prefix(ids)
@@ -147,7 +156,12 @@ def greedy_answers(model, tok, ids, max_new_tokens: int, batch_size: int) -> lis
                 gen: list[list[int]] = [[] for _ in chunk]
                 done = [False] * len(chunk)
                 for _ in range(max_new_tokens):
-                    nxt = model(input_ids=inp, past_key_values=cache, use_cache=True).logits[:, -1].float().argmax(-1)
+                    logits = model(input_ids=inp, past_key_values=cache, use_cache=True).logits[:, -1].float()
+                    if temperature == 0:
+                        nxt = logits.argmax(-1)
+                    else:
+                        probs = torch.softmax(logits / temperature, dim=-1)
+                        nxt = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
                     for j, t in enumerate(nxt.tolist()):
                         if not done[j]:
                             done[j] = t in stops
@@ -198,10 +212,40 @@ def real_model_case(cfg: dict, seed: int) -> dict:
         h.remove()
     res_l = mcnemar_degradation(base, lossless)
     res_d = mcnemar_degradation(base, degraded)
+
+    # Sec. 5 on the real model: noisy re-runs of the base model (sampling at a small temperature),
+    # the samples that never flip across them pruned by flip_mask; the exact test depends on the
+    # discordant pairs only, so the pruned test keeps its power exactly when the pruned samples hold
+    # none of the degradation's discordant pairs.
+    gen = torch.Generator().manual_seed(10_007 * seed + 1)
+    runs = []
+    for _ in range(cfg["noise_runs"]):
+        texts = greedy_answers(model, tok, ids, cfg["max_new_tokens"], cfg["batch_size"],
+                               temperature=cfg["noise_temperature"], generator=gen)
+        runs.append([float(is_correct(first_number(t), g)) for t, g in zip(texts, golds)])
+    runs_arr = np.asarray(runs, dtype=np.int8)
+    keep = flip_mask(runs_arr)
+    b_arr, d_arr = np.asarray(base, dtype=np.int8), np.asarray(degraded, dtype=np.int8)
+    disc = b_arr != d_arr
+    kept_share = float(keep.mean())
+    res_p = mcnemar_degradation(b_arr[keep], d_arr[keep]) if keep.any() else None
+
+    def z(res):  # the exact test's standardised drop (b - c) / sqrt(b + c), its signal (Sec. 5)
+        return 0.0 if res is None or res.b + res.c == 0 else (res.b - res.c) / np.sqrt(res.b + res.c)
+
+    z_full, z_pruned = z(res_d), z(res_p)
+    # disjoint pairs of re-runs: two draws of the same model, a lossless comparison by construction of
+    # the null (the same distribution), tested one-sided for degradation as the paper tests changes
+    pair_reject = [float(mcnemar_degradation(runs_arr[i], runs_arr[i + 1]).pvalue < ALPHA)
+                   for i in range(0, cfg["noise_runs"] - 1, 2)]
     return {
         "metrics": {
             "lossless_correct": {"base": base, "lossless": lossless},
             "degraded_correct": {"base": base, "degraded": degraded},
+            "real_discordant_kept": {"flip_mask": keep[disc].astype(float).tolist(),
+                                     "random": [kept_share] * int(disc.sum())},
+            "lossless_reject": {"lossless": [float(res_l.pvalue < ALPHA)] + pair_reject},
+            "real_signal_z": {"flip_mask": [z_pruned], "all": [z_full]},
         },
         "info": {
             "model": cfg["model"], "dtype": "bfloat16", "n_items": len(ids),
@@ -210,6 +254,13 @@ def real_model_case(cfg: dict, seed: int) -> dict:
             "lossless_text_changed": int(sum(a != b for a, b in zip(base_txt, loss_txt))),
             "lossless": {"b": res_l.b, "c": res_l.c, "flip_rate": res_l.flip_rate, "pvalue": res_l.pvalue},
             "degraded": {"b": res_d.b, "c": res_d.c, "flip_rate": res_d.flip_rate, "pvalue": res_d.pvalue},
+            "pruning": {"noise_runs": cfg["noise_runs"], "temperature": cfg["noise_temperature"],
+                        "kept_share": kept_share, "n_discordant": int(disc.sum()),
+                        "discordant_kept": int((keep & disc).sum()),
+                        "pruned_pvalue": None if res_p is None else res_p.pvalue,
+                        "full_pvalue": res_d.pvalue, "z_full": z_full, "z_pruned": z_pruned,
+                        "rerun_accuracy": runs_arr.mean(axis=1).tolist()},
+            "lossless_rerun_pair_reject": pair_reject,
         },
     }
 
