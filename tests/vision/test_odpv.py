@@ -9,9 +9,10 @@ import torch
 from scipy.special import comb
 
 from iclr26.data.vision_tasks import iou as ref_iou
-from iclr26.vision.odpv import (NonFiniteTrainingError, TinyYOLO, box_iou, certify_nms, deeppac_output_range,
+from iclr26.vision.odpv import (NonFiniteTrainingError, TinyYOLO, box_iou, certify_nms, deeppac_margin_size,
+                                deeppac_output_range,
                                 discard_budget, interval_box_iou, min_iou_to_box, nms, pac_output_range, pac_sample_size,
-                                scenario_confidence, train_detector, verify_detection)
+                                sample_perturbations, scenario_confidence, train_detector, verify_detection)
 from iclr26.vision.odpv.detector import make_scenes
 
 torch.set_num_threads(1)
@@ -222,24 +223,96 @@ def test_wider_intervals_never_raise_the_bound():
         prev = lb
 
 
+def ref_pipeline(boxes, scores, gt, conf=0.25, thr=0.45):
+    """Independent confidence filter, then greedy NMS, then the best IoU of a kept box with gt."""
+    b, s = boxes.tolist(), scores.tolist()
+    idx = sorted((i for i in range(len(b)) if s[i] >= conf), key=lambda i: (-s[i], i))
+    keep = []
+    while idx:
+        i = idx.pop(0)
+        keep.append(i)
+        idx = [j for j in idx if ref_iou(b[i], b[j]) <= thr]
+    return max((ref_iou(b[i], gt) for i in keep), default=0.0)
+
+
+def test_interval_certificate_is_sound_against_draws_and_vertices():
+    """Random interval outputs; many outputs drawn inside each (vertices included) through an
+    independent filter-then-NMS loop: none may do worse than the certified bound."""
+    rng = np.random.default_rng(7)
+    gt = [4.0, 4.0, 14.0, 14.0]
+    n_cert = 0
+    for case in range(500):
+        k = int(rng.integers(2, 6))
+        centre = torch.cat([torch.tensor(gt, dtype=torch.float64) + torch.tensor(rng.normal(0, 1.5, (2, 4))),
+                            torch.tensor(gt, dtype=torch.float64) + torch.tensor(rng.normal(0, 4.0, (k - 2, 4)))])
+        centre = torch.cat([torch.minimum(centre[:, :2], centre[:, 2:] - 1.0), centre[:, 2:]], 1)
+        w = torch.tensor(rng.uniform(0, 1.5, (k, 4)))
+        lo_b, hi_b = centre - w, centre + w
+        s = torch.tensor(rng.uniform(0.05, 0.95, k))
+        ws = torch.tensor(rng.uniform(0, 0.3, k))
+        lo_s, hi_s = (s - ws).clamp(0, 1), (s + ws).clamp(0, 1)
+        _, lb = certify_nms(lo_b, hi_b, lo_s, hi_s, gt, iou_thr=0.3)
+        if lb <= 0:
+            continue
+        n_cert += 1
+        for t in range(150):
+            if t < 50:                       # vertices of boxes and scores
+                u = torch.tensor(rng.integers(0, 2, (k, 4)), dtype=torch.float64)
+                us = torch.tensor(rng.integers(0, 2, k), dtype=torch.float64)
+            else:
+                u, us = torch.tensor(rng.uniform(size=(k, 4))), torch.tensor(rng.uniform(size=k))
+            b = lo_b + (hi_b - lo_b) * u
+            sc = lo_s + (hi_s - lo_s) * us
+            assert ref_pipeline(b, sc, gt) >= lb - 1e-9, (case, t)
+    assert n_cert > 100
+
+
+def test_nan_scores_are_rejected():
+    b = torch.tensor([[0.0, 0.0, 10.0, 10.0], [1.0, 0.0, 10.0, 10.0]], dtype=torch.float64)
+    s = torch.tensor([0.9, float("nan")], dtype=torch.float64)
+    with pytest.raises(ValueError, match="scores"):
+        certify_nms(b, b, s, s, [0.0, 0.0, 10.0, 10.0])
+
+
 # ----------------------------------------------------------------------------- DeepPAC-style
-def test_deeppac_exact_on_a_linear_model():
+@pytest.mark.parametrize("fit", ["lstsq", "chebyshev"])
+def test_deeppac_exact_on_a_linear_model(fit):
     g = torch.Generator().manual_seed(2)
     f = (torch.rand(400, 5, generator=g) * 2 - 1) * 0.1
     w = torch.tensor([[1.0, -2.0], [0.5, 0.0], [0.0, 3.0], [-1.0, 1.0], [2.0, 2.0]])
     y = torch.tensor([1.0, -1.0]) + f @ w
-    lo, hi = deeppac_output_range(f, y, 0.1)
+    lo, hi = deeppac_output_range(f[:300], y[:300], f[300:], y[300:], 0.1, fit=fit)
     r = 0.1 * w.abs().sum(0)
     np.testing.assert_allclose(lo.numpy(), (torch.tensor([1.0, -1.0]) - r).numpy(), atol=1e-5)
     np.testing.assert_allclose(hi.numpy(), (torch.tensor([1.0, -1.0]) + r).numpy(), atol=1e-5)
 
 
-def test_deeppac_range_contains_the_samples():
+def test_deeppac_margin_is_from_the_held_out_set_only():
     g = torch.Generator().manual_seed(3)
-    f = torch.rand(300, 4, generator=g) - 0.5
-    y = torch.sin(3 * f).sum(1, keepdim=True) ** 2
-    lo, hi = deeppac_output_range(f, y, 0.5)
-    assert ((y.double() >= lo - 1e-9) & (y.double() <= hi + 1e-9)).all()
+    f = torch.rand(300, 2, generator=g) - 0.5
+    y = (f[:, :1] + 0.01 * torch.randn(300, 1, generator=g))
+    y[0, 0] = 10.0                        # an outlier in the fit set does not widen the margin much
+    lo, hi = deeppac_output_range(f[:200], y[:200], f[200:], y[200:], 0.5)
+    coef = torch.linalg.lstsq(torch.cat([torch.ones(200, 1), f[:200]], 1).double(), y[:200].double()).solution
+    pred = torch.cat([torch.ones(100, 1), f[200:]], 1).double() @ coef
+    margin = (y[200:].double() - pred).abs().max()
+    want_half = 0.5 * coef[1:].abs().sum() + margin
+    assert float((hi - lo)[0] / 2) == pytest.approx(float(want_half), rel=1e-4)
+    assert deeppac_margin_size(0.05, 0.01) == math.ceil(40 * (math.log(100) + 1)) == 225
+    # not nested: the range need not contain the fit samples
+    assert not bool(((y[:200].double() >= lo) & (y[:200].double() <= hi)).all())
+
+
+def test_deeppac_rejects_bad_arguments():
+    f, y = torch.rand(20, 2), torch.rand(20, 3)
+    with pytest.raises(ValueError, match="feature_bound"):
+        deeppac_output_range(f, y, f, y, float("inf"))
+    with pytest.raises(ValueError, match="ridge"):
+        deeppac_output_range(f, y, f, y, 0.1, ridge=-1.0)
+    with pytest.raises(ValueError, match="fit"):
+        deeppac_output_range(f, y, f, y, 0.1, fit="l1")
+    with pytest.raises(ValueError, match="margin_features"):
+        deeppac_output_range(f, y, f[:, :1], y, 0.1)
 
 
 # ----------------------------------------------------------------------------- the pipeline
@@ -332,11 +405,102 @@ def test_detector_training_fails_loudly_on_non_finite_loss():
         train_detector(x, boxes, steps=3, batch_size=8, seed=0)
 
 
-def test_smoke_experiment_runs():
+def test_decoding_puts_cells_in_row_major_order():
+    m = TinyYOLO(32, 4)
+    raw = torch.zeros(1, 16, 5)
+    boxes, _ = m.decode(raw)
+    # cell index r * grid + c; centre ((c + 0.5) * 8, (r + 0.5) * 8); index 1 = row 0, column 1
+    cxy = (boxes[0, :, :2] + boxes[0, :, 2:]) / 2
+    assert cxy[1].tolist() == pytest.approx([12.0, 4.0])
+    assert cxy[4].tolist() == pytest.approx([4.0, 12.0])
+
+
+def test_refine_false_discards_nothing_and_changes_the_range():
+    torch.manual_seed(1)
+    model = TinyYOLO(16, 2).eval()
+    img = torch.rand(3, 16, 16)
+    kw = dict(n_samples=3000, radius=0.1)
+    a = verify_detection(model, img, [2.0, 2.0, 8.0, 8.0], refine=True, generator=torch.Generator().manual_seed(5), **kw)
+    b = verify_detection(model, img, [2.0, 2.0, 8.0, 8.0], refine=False, generator=torch.Generator().manual_seed(5), **kw)
+    assert a.n_discarded > 0 and b.n_discarded == 0
+    assert bool((a.hi_scores - a.lo_scores <= b.hi_scores - b.lo_scores + 1e-12).all())
+    assert not torch.equal(a.lo_boxes, b.lo_boxes) or not torch.equal(a.hi_boxes, b.hi_boxes)
+
+
+def test_more_rejections_and_use():
+    fn = const_model([1.0, 0.0, 10.0, 10.0], 0.9)
+    img = torch.rand(3, 8, 8)
+    gt = [0.0, 0.0, 10.0, 10.0]
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        verify_detection(fn, img * 300, gt)
+    with pytest.raises(ValueError, match="batch_size"):
+        verify_detection(fn, img, gt, batch_size=0)
+    model = TinyYOLO(16, 4).eval()
+    with pytest.raises(TypeError, match="dtype"):
+        verify_detection(model, torch.rand(3, 16, 16, dtype=torch.float64), gt)
+    res = verify_detection(fn, img, gt)
+    with pytest.raises(ValueError, match="boxes"):
+        res.contains(torch.zeros(1, 2, 4), torch.zeros(1, 2))
+    x, noise = sample_perturbations(img.double(), 0.1, 5, torch.Generator().manual_seed(0))
+    assert x.dtype == torch.float64 and x.device == img.device and float(noise.abs().max()) <= 0.1
+
+
+def test_targets_count_recall_over_all_objects():
     from iclr26.vision.odpv import experiment
+
+    def model(x):                      # finds the first object of each image only
+        b = torch.tensor([[0.0, 0.0, 10.0, 10.0], [20.0, 20.0, 22.0, 22.0]]).expand(len(x), -1, -1)
+        return b, torch.tensor([0.9, 0.1]).expand(len(x), -1)
+    boxes = [np.array([[0.0, 0.0, 10.0, 10.0], [20.0, 20.0, 30.0, 30.0]]), np.array([[0.0, 0.0, 10.0, 10.0]])]
+    items, recall = experiment._targets(model, torch.zeros(2, 3, 4, 4), boxes, 5)
+    assert recall == pytest.approx(2 / 3) and [i for i, _ in items] == [0, 1]
+
+
+def test_smoke_experiment_wiring(monkeypatch):
+    from iclr26.vision.odpv import experiment
+    calls = {"perturb": [], "hull": [], "deeppac": []}
+    real_p, real_h, real_d = experiment.sample_perturbations, experiment.pac_output_range, experiment.deeppac_output_range
+
+    def perturb(img, radius, n, gen):
+        calls["perturb"].append((radius, n))
+        return real_p(img, radius, n, gen)
+
+    def hull(y, k=0):
+        calls["hull"].append((len(y), k))
+        return real_h(y, k)
+
+    def deeppac(f, y, fm, ym, bound, **kw):
+        calls["deeppac"].append((len(y), len(ym), bound, f.shape[1], kw.get("fit")))
+        return real_d(f, y, fm, ym, bound, **kw)
+
+    monkeypatch.setattr(experiment, "sample_perturbations", perturb)
+    monkeypatch.setattr(experiment, "pac_output_range", hull)
+    monkeypatch.setattr(experiment, "deeppac_output_range", deeppac)
     out = experiment.run("smoke", 0)
-    m = out["metrics"]
-    assert set(m["iou_lower_bound"]) == {"odpv", "odpv_norefine", "deeppac"}
-    n = len(m["violation_rate"]["odpv"])
-    assert all(len(v) == n for v in m["violation_rate"].values())
-    assert all(0 <= v <= 1 for arm in m["iou_lower_bound"].values() for v in arm)
+    info, m = out["info"], out["metrics"]
+    n_min = pac_sample_size(160, 0.05, 0.01)
+    assert info["n_params"] == 160 and info["n_min"] == n_min == 3802
+    assert info["n_samples"] == 2 * n_min and info["discard_budget"] == discard_budget(2 * n_min, 160, 0.05, 0.01) == 22
+    cfg = experiment.SCALES["smoke"]
+    # every perturbation (samples, validation and fresh draws) at the same radius
+    assert {r for r, _ in calls["perturb"]} == {experiment.RADIUS}
+    assert {n for _, n in calls["perturb"]} == {2 * n_min, cfg["n_fresh"]}
+    n_items = info["n_items"]
+    # per target: refined at N with k, unrefined at N_min, unrefined at N, the small hull
+    assert calls["hull"].count((2 * n_min, 22)) == n_items
+    assert calls["hull"].count((n_min, 0)) == n_items
+    assert calls["hull"].count((2 * n_min, 0)) == n_items
+    assert calls["hull"].count((cfg["n_small"], 0)) == n_items
+    # DeepPAC: held-out margin set of 225, radius as the feature bound, the chosen configuration
+    assert all(c[1] == 225 and c[2] == experiment.RADIUS for c in calls["deeppac"])
+    assert all(c[0] == 2 * n_min - 225 or (c[4] == "chebyshev" and c[0] == experiment.LP_SAMPLES)
+               for c in calls["deeppac"])
+    last = calls["deeppac"][-n_items:]
+    assert {c[4] for c in last} == {info["deeppac_fit"]}
+    assert set(m["iou_lower_bound"]) == {"odpv", "odpv_norefine", "odpv_norefine_samen", "deeppac"}
+    v = m["violation_rate"]
+    assert min(v["hull_small"]) > 0.05 and max(v["odpv"]) < 0.05
+    assert all(len(x) == n_items for x in v.values())
+    assert all(0 <= x <= 1 for arm in m["iou_lower_bound"].values() for x in arm)
+    # refined hull inside the unrefined hull of the same samples (bound can only rise)
+    assert all(a >= b - 1e-12 for a, b in zip(m["iou_lower_bound"]["odpv"], m["iou_lower_bound"]["odpv_norefine_samen"]))

@@ -21,9 +21,10 @@ abstract and a secondary summary, the statistics are the standard scenario-appro
    removed one at a time (each the sample farthest outside the others in units of the coordinate's
    spread) and the hull and the check are recomputed.
 
-:func:`deeppac_output_range` is the DeepPAC-style comparator (Li et al. 2022): a linear surrogate of
-each output in the (grouped) input perturbation, fitted on the same samples, whose range over the whole
-perturbation ball plus the residual range gives the intervals.
+:func:`deeppac_output_range` is the DeepPAC-style comparator (Li et al. 2022; its official code,
+CAS-LRJ/DeepPAC): an affine surrogate of each output in the (grouped) input perturbation, fitted on one
+sample set (Chebyshev linear program as DeepPAC, or least squares), its range over the whole perturbation
+box widened by the largest absolute residual on a separate held-out set.
 """
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ from scipy.special import gammaln
 from .boxes import interval_box_iou, min_iou_to_box
 
 __all__ = ["ODPVResult", "scenario_confidence", "pac_sample_size", "discard_budget", "pac_output_range",
-           "certify_nms", "deeppac_output_range", "verify_detection", "sample_perturbations"]
+           "certify_nms", "deeppac_output_range", "deeppac_margin_size", "verify_detection",
+           "sample_perturbations"]
 
 
 def _check_level(value, name):
@@ -172,6 +174,8 @@ def certify_nms(lo_boxes, hi_boxes, lo_scores, hi_scores, gt_box, *, conf_thr: f
         raise ValueError(f"gt_box must hold 4 numbers (x0, y0, x1, y1), got shape {tuple(gt.shape)}")
     if lo_s.ndim != 1 or lo_s.shape != hi_s.shape or lo_b.shape != (lo_s.shape[0], 4) or hi_b.shape != lo_b.shape:
         raise ValueError("lo_boxes/hi_boxes must be (K, 4) and lo_scores/hi_scores (K,) for the same K")
+    if not (torch.isfinite(lo_s).all() and torch.isfinite(hi_s).all()):
+        raise ValueError("lo_scores/hi_scores hold NaN or inf (a NaN score cannot be ruled out as a threat)")
     if (lo_s > hi_s).any():
         raise ValueError("lo_scores must be <= hi_scores")
     iou_g = min_iou_to_box(lo_b, hi_b, gt)
@@ -196,24 +200,84 @@ def certify_nms(lo_boxes, hi_boxes, lo_scores, hi_scores, gt_box, *, conf_thr: f
     return best >= iou_thr and best > 0, best
 
 
-def deeppac_output_range(features: torch.Tensor, samples: torch.Tensor, feature_bound: float,
-                         ridge: float = 1e-6):
-    """DeepPAC-style intervals: per output, a linear surrogate ``a + w . f`` of the perturbation features
-    ``f`` (N, p) fitted by least squares on the samples (N, D); its range over the whole box
-    ``|f_j| <= feature_bound`` is ``a +- feature_bound * ||w||_1``, widened by the residuals' range."""
-    y = _as_samples(samples)
-    if not isinstance(features, torch.Tensor) or features.ndim != 2 or features.shape[0] != y.shape[0]:
-        raise ValueError("features must be a (N, p) tensor with the same N as samples")
+def deeppac_margin_size(eps_pac: float, eta: float) -> int:
+    """Size of DeepPAC's held-out margin set, ``ceil(2 / eps (ln(1 / eta) + 1))`` (CAS-LRJ/DeepPAC,
+    verify/mnist.py; 225 at eps 0.05, eta 0.01)."""
+    eps, eta = _check_level(eps_pac, "eps_pac"), _check_level(eta, "eta")
+    return int(math.ceil(2.0 / eps * (math.log(1.0 / eta) + 1.0)))
+
+
+def _as_features(features, n, name):
+    if not isinstance(features, torch.Tensor) or features.ndim != 2 or features.shape[0] != n:
+        raise ValueError(f"{name} must be a (N, p) tensor with the same N ({n}) as its samples, got "
+                         f"{tuple(features.shape) if isinstance(features, torch.Tensor) else type(features).__name__}")
     if not torch.isfinite(features).all():
-        raise ValueError("features hold non-finite values")
-    if not float(feature_bound) >= 0:
-        raise ValueError(f"feature_bound must be >= 0, got {feature_bound}")
-    x = torch.cat([torch.ones(len(y), 1, dtype=torch.float64), features.double()], dim=1)
-    gram = x.T @ x + ridge * torch.eye(x.shape[1], dtype=torch.float64)
-    coef = torch.linalg.solve(gram, x.T @ y)                   # (p + 1, D)
-    resid = y - x @ coef
-    spread = float(feature_bound) * coef[1:].abs().sum(dim=0)
-    return coef[0] - spread + resid.min(dim=0).values, coef[0] + spread + resid.max(dim=0).values
+        raise ValueError(f"{name} hold non-finite values")
+    return features.double()
+
+
+def _chebyshev_fit(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per output column of ``y`` (N, D), the coefficients (p + 1,) minimising the largest absolute
+    residual of ``y ~ x @ c`` (x holds the intercept column): the linear program of DeepPAC's fit,
+    ``min t  s.t.  -t <= y_i - x_i c <= t``, solved with scipy's HiGHS."""
+    from scipy.optimize import linprog
+
+    n, q = x.shape
+    if q == 1:                                  # constant surrogate: the midrange, in closed form
+        return ((y.max(0) + y.min(0)) / 2)[None]
+    a_ub = np.block([[-x, -np.ones((n, 1))], [x, -np.ones((n, 1))]])
+    cost = np.zeros(q + 1)
+    cost[-1] = 1.0
+    bounds = [(None, None)] * q + [(0, None)]
+    coef = np.empty((q, y.shape[1]))
+    for j in range(y.shape[1]):
+        res = linprog(cost, A_ub=a_ub, b_ub=np.concatenate([-y[:, j], y[:, j]]), bounds=bounds, method="highs")
+        if res.status != 0:
+            raise RuntimeError(f"the Chebyshev fit's linear program failed for output {j}: {res.message}")
+        coef[:, j] = res.x[:q]
+    return coef
+
+
+def deeppac_output_range(fit_features: torch.Tensor, fit_samples: torch.Tensor, margin_features: torch.Tensor,
+                         margin_samples: torch.Tensor, feature_bound: float, *, fit: str = "lstsq",
+                         ridge: float = 1e-6):
+    """DeepPAC-style intervals (Li et al. 2022; CAS-LRJ/DeepPAC, verify/mnist.py), per output.
+
+    1. Fit an affine surrogate ``a + w . f`` of the perturbation features ``f`` on one sample set
+       (``fit_features`` (N1, p), ``fit_samples`` (N1, D)): ``fit="chebyshev"`` is DeepPAC's own
+       fit, the linear program minimising the largest residual; ``fit="lstsq"`` is (ridge) least
+       squares.
+    2. The margin is ``max |residual|`` on a SEPARATE held-out set (``margin_features`` (N2, p),
+       ``margin_samples`` (N2, D); DeepPAC uses :func:`deeppac_margin_size` samples).
+    3. The surrogate's range over the input box ``|f_j| <= feature_bound`` widened by the margin:
+       ``a -+ feature_bound ||w||_1 -+ margin``.
+    ``p = 0`` (features of shape (N, 0)) is the constant surrogate. Returns ``(lo, hi)``, each (D,).
+    """
+    y = _as_samples(fit_samples)
+    ym = _as_samples(margin_samples)
+    if ym.shape[1] != y.shape[1]:
+        raise ValueError(f"margin_samples must have the same D ({y.shape[1]}) as fit_samples, got {ym.shape[1]}")
+    f = _as_features(fit_features, y.shape[0], "fit_features")
+    fm = _as_features(margin_features, ym.shape[0], "margin_features")
+    if fm.shape[1] != f.shape[1]:
+        raise ValueError(f"margin_features must have the same p ({f.shape[1]}) as fit_features, got {fm.shape[1]}")
+    if isinstance(feature_bound, bool) or not isinstance(feature_bound, (int, float)) \
+            or not (0.0 <= float(feature_bound) < math.inf):
+        raise ValueError(f"feature_bound must be a finite number >= 0, got {feature_bound!r}")
+    if isinstance(ridge, bool) or not isinstance(ridge, (int, float)) or not (0.0 <= float(ridge) < math.inf):
+        raise ValueError(f"ridge must be a finite number >= 0, got {ridge!r}")
+    if fit not in ("lstsq", "chebyshev"):
+        raise ValueError(f"fit must be 'lstsq' or 'chebyshev', got {fit!r}")
+    x = torch.cat([torch.ones(len(y), 1, dtype=torch.float64), f], dim=1)
+    if fit == "lstsq":
+        gram = x.T @ x + float(ridge) * torch.eye(x.shape[1], dtype=torch.float64)
+        coef = torch.linalg.solve(gram, x.T @ y)                   # (p + 1, D)
+    else:
+        coef = torch.from_numpy(_chebyshev_fit(x.numpy(), y.numpy()))
+    xm = torch.cat([torch.ones(len(ym), 1, dtype=torch.float64), fm], dim=1)
+    margin = (ym - xm @ coef).abs().max(dim=0).values
+    spread = float(feature_bound) * coef[1:].abs().sum(dim=0) + margin
+    return coef[0] - spread, coef[0] + spread
 
 
 @dataclass
@@ -231,7 +295,14 @@ class ODPVResult:
 
     def contains(self, boxes: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
         """Per output (B, K, 4) / (B, K): whether all of it lies inside the certified intervals."""
-        b, s = boxes.double(), scores.double()
+        kk = self.lo_scores.shape[0]
+        if not isinstance(boxes, torch.Tensor) or boxes.ndim != 3 or boxes.shape[1:] != (kk, 4):
+            raise ValueError(f"boxes must have shape (B, {kk}, 4), got "
+                             f"{tuple(boxes.shape) if isinstance(boxes, torch.Tensor) else type(boxes).__name__}")
+        if not isinstance(scores, torch.Tensor) or scores.shape != boxes.shape[:2]:
+            raise ValueError(f"scores must have shape {tuple(boxes.shape[:2])}, got "
+                             f"{tuple(scores.shape) if isinstance(scores, torch.Tensor) else type(scores).__name__}")
+        b, s = boxes.detach().cpu().double(), scores.detach().cpu().double()
         inb = ((b >= self.lo_boxes) & (b <= self.hi_boxes)).flatten(1).all(1)
         ins = ((s >= self.lo_scores) & (s <= self.hi_scores)).all(1)
         return inb & ins
@@ -239,8 +310,15 @@ class ODPVResult:
 
 def sample_perturbations(image: torch.Tensor, radius: float, n: int, generator: torch.Generator):
     """``n`` copies of ``image`` (C, H, W) in [0, 1] plus i.i.d. uniform noise in ``[-radius, radius]``,
-    clipped to [0, 1]; returns ``(perturbed, noise)``."""
-    noise = (torch.rand((n, *image.shape), generator=generator, dtype=image.dtype) * 2 - 1) * radius
+    clipped to [0, 1]; returns ``(perturbed, noise)`` on the image's device and in its dtype. The noise
+    is drawn on the generator's device (the CPU for ``torch.Generator()``), so the draws do not
+    depend on where the image lives."""
+    if not isinstance(image, torch.Tensor) or not image.is_floating_point():
+        raise TypeError(f"image must be a floating-point torch.Tensor, got "
+                        f"{image.dtype if isinstance(image, torch.Tensor) else type(image).__name__}")
+    dev = generator.device if generator is not None else torch.device("cpu")
+    noise = (torch.rand((n, *image.shape), generator=generator, dtype=image.dtype, device=dev) * 2 - 1) * radius
+    noise = noise.to(image.device)
     return (image[None] + noise).clamp(0.0, 1.0), noise
 
 
@@ -272,6 +350,18 @@ def verify_detection(model_fn: Callable, image: torch.Tensor, gt_box, *, radius:
                          f"{tuple(image.shape) if isinstance(image, torch.Tensor) else type(image).__name__}")
     if not torch.isfinite(image).all():
         raise ValueError("image holds non-finite values")
+    if not image.is_floating_point():
+        raise TypeError(f"image must be a floating-point tensor in [0, 1], got dtype {image.dtype}")
+    if float(image.min()) < 0.0 or float(image.max()) > 1.0:
+        raise ValueError(f"image must lie in [0, 1] (the perturbations are clipped to it), got values in "
+                         f"[{float(image.min()):.4g}, {float(image.max()):.4g}]")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if isinstance(model_fn, torch.nn.Module):
+        p = next(iter(model_fn.parameters()), None)
+        if p is not None and p.is_floating_point() and p.dtype != image.dtype:
+            raise TypeError(f"image dtype {image.dtype} does not match the model's parameters ({p.dtype}); "
+                            f"convert one of them")
     if not isinstance(radius, (int, float)) or isinstance(radius, bool) or not (0.0 <= radius < math.inf):
         raise ValueError(f"radius must be a finite number >= 0, got {radius!r}")
     eps_pac, eta = _check_level(eps_pac, "eps_pac"), _check_level(eta, "eta")
@@ -290,7 +380,7 @@ def verify_detection(model_fn: Callable, image: torch.Tensor, gt_box, *, radius:
     x, _ = sample_perturbations(image, float(radius), n, gen)
     boxes, scores = _run(model_fn, x, batch_size)
     k = budget if refine else 0
-    flat = torch.cat([boxes.flatten(1), scores], dim=1)
+    flat = torch.cat([boxes.flatten(1), scores], dim=1).detach().cpu()
     lo, hi, _ = pac_output_range(flat, k)
     kk = boxes.shape[1]
     lo_b, hi_b = lo[:4 * kk].reshape(kk, 4), hi[:4 * kk].reshape(kk, 4)
