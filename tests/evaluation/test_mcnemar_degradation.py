@@ -352,3 +352,34 @@ def test_bad_temperature_is_rejected(tiny_lm, temperature):
     lm, tok, ids = tiny_lm
     with pytest.raises(ValueError, match="^temperature must be a finite number >= 0"):
         greedy_answers(lm, tok, ids, 2, 2, temperature=temperature)
+
+
+def test_sampled_first_tokens_follow_the_tempered_softmax(tiny_lm):
+    """Ancestral sampling draws from softmax(logits / T): the first-token frequencies of 600 draws
+    match the tempered distribution of a direct forward pass (a wrong scaling of T does not)."""
+    import torch
+
+    from iclr26.evaluation.mcnemar_degradation.experiment import greedy_answers
+
+    lm, tok, ids = tiny_lm
+    x = ids[0]
+    with torch.no_grad():
+        logits = lm(input_ids=torch.tensor([x])).logits[0, -1].float()
+    temperature = float(logits.std()) * 0.5  # a spread-out but not flat distribution
+    probs = torch.softmax(logits / temperature, -1)
+    top = torch.topk(probs, 3)
+    assert 0.05 < float(top.values[0]) < 0.9
+    n = 600
+    texts = greedy_answers(lm, tok, [x] * n, max_new_tokens=1, batch_size=n, temperature=temperature,
+                           generator=torch.Generator().manual_seed(5))
+    # only tokens that decode to one printable ASCII character are told apart by their text (a
+    # lone byte >= 128 decodes to the replacement character, shared by many tokens)
+    checked = 0
+    for t in range(len(probs)):
+        p, text = float(probs[t]), tok.decode([t])
+        if p < 0.03 or not (len(text) == 1 and text.isascii() and text.isprintable()):
+            continue
+        checked += 1
+        freq = sum(s == text for s in texts) / n
+        assert abs(freq - p) < 4 * (p * (1 - p) / n) ** 0.5 + 1e-3, (t, freq, p)
+    assert checked >= 2
