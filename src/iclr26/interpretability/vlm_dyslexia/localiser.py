@@ -261,25 +261,20 @@ def random_unit_masks(reference, *, seed: int = 0, match: str = "total", exclude
             raise TypeError(f"reference mask {k!r} must be a 1-D bool tensor")
     g = torch.Generator().manual_seed(int(seed))
     names = list(masks)
+
+    def draw(ref: torch.Tensor, where: str) -> torch.Tensor:
+        """As many random units as ``ref`` selects, from its complement (or anywhere)."""
+        pool = torch.nonzero(~ref if exclude_reference else torch.ones_like(ref)).flatten()
+        n = int(ref.sum())
+        if n > pool.numel():
+            raise ValueError(f"{where}cannot draw {n} units from {pool.numel()}")
+        sel = torch.zeros_like(ref)
+        sel[pool[torch.randperm(pool.numel(), generator=g)[:n]]] = True
+        return sel
+
     if match == "module":
-        out = {}
-        for name in names:
-            m = masks[name]
-            pool = torch.nonzero(~m if exclude_reference else torch.ones_like(m)).flatten()
-            n = int(m.sum())
-            if n > pool.numel():
-                raise ValueError(f"module {name!r}: cannot draw {n} units from {pool.numel()}")
-            r = torch.zeros_like(m)
-            r[pool[torch.randperm(pool.numel(), generator=g)[:n]]] = True
-            out[name] = r
-        return out
-    flat = torch.cat([masks[n] for n in names])
-    pool = torch.nonzero(~flat if exclude_reference else torch.ones_like(flat)).flatten()
-    n = int(flat.sum())
-    if n > pool.numel():
-        raise ValueError(f"cannot draw {n} units from {pool.numel()}")
-    sel = torch.zeros_like(flat)
-    sel[pool[torch.randperm(pool.numel(), generator=g)[:n]]] = True
+        return {name: draw(masks[name], f"module {name!r}: ") for name in names}
+    sel = draw(torch.cat([masks[n] for n in names]), "")
     out, start = {}, 0
     for name in names:
         size = masks[name].numel()
