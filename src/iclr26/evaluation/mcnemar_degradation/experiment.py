@@ -197,8 +197,8 @@ def real_model_case(cfg: dict, seed: int) -> dict:
     model, tok = load(cfg["model"], dtype=torch.bfloat16)
     ids, golds = _prompt_ids(tok, cfg, seed)
 
-    def score(m):
-        texts = greedy_answers(m, tok, ids, cfg["max_new_tokens"], cfg["batch_size"])
+    def score(m, **sampling):
+        texts = greedy_answers(m, tok, ids, cfg["max_new_tokens"], cfg["batch_size"], **sampling)
         return [float(is_correct(first_number(t), g)) for t, g in zip(texts, golds)], texts
 
     model.set_attn_implementation("sdpa")
@@ -218,12 +218,8 @@ def real_model_case(cfg: dict, seed: int) -> dict:
     # discordant pairs only, so the pruned test keeps its power exactly when the pruned samples hold
     # none of the degradation's discordant pairs.
     gen = torch.Generator().manual_seed(10_007 * seed + 1)
-    runs = []
-    for _ in range(cfg["noise_runs"]):
-        texts = greedy_answers(model, tok, ids, cfg["max_new_tokens"], cfg["batch_size"],
-                               temperature=cfg["noise_temperature"], generator=gen)
-        runs.append([float(is_correct(first_number(t), g)) for t, g in zip(texts, golds)])
-    runs_arr = np.asarray(runs, dtype=np.int8)
+    runs_arr = np.asarray([score(model, temperature=cfg["noise_temperature"], generator=gen)[0]
+                           for _ in range(cfg["noise_runs"])], dtype=np.int8)
     keep = flip_mask(runs_arr)
     b_arr, d_arr = np.asarray(base, dtype=np.int8), np.asarray(degraded, dtype=np.int8)
     disc = b_arr != d_arr
