@@ -253,17 +253,23 @@ def test_pretraining_regresses_the_interpolant_onto_the_intermediate_snapshot():
 
 
 def test_adversarial_interpolant_bends_towards_the_intermediate_snapshot():
+    """The GAN stage alone pulls the midpoint towards the t = 0.5 snapshot (mean y = 3; the linear path is
+    at y = 0). One GAN run is noisy (single seeds range 1.2 - 6.1 here, and the trajectory differs across
+    BLAS builds), so the check is the mean over three explicitly seeded runs."""
     times = [0.0, 0.5, 1.0]
     snaps = snapshots(times, n=200, seed=1)
-    m, d = AdversarialInterpolant(2, width=32, zero_init=True), Discriminator(2, width=32)
-    hist = train_interpolant(m, d, snaps, times, steps=300, batch_size=64, lr=3e-3, reg=0.0,
-                             generator=torch.Generator().manual_seed(0))
-    assert len(hist["d"]) == len(hist["g"]) == len(hist["reg"]) == 300 and np.isfinite(hist["g"]).all()
     x0, x1 = torch.as_tensor(snaps[0]), torch.as_tensor(snaps[2])
     perm = exact_ot_plan(x0, x1).argmax(1)
-    with torch.no_grad():
-        mid = m(x0, x1[perm], 0.5).mean(0)
-    assert float(mid[1]) > 1.5                                     # linear interpolant: about 0
+    mids = []
+    for seed in range(3):
+        torch.manual_seed(seed)
+        m, d = AdversarialInterpolant(2, width=32, zero_init=True), Discriminator(2, width=32)
+        hist = train_interpolant(m, d, snaps, times, steps=300, batch_size=64, lr=3e-3, reg=0.0,
+                                 generator=torch.Generator().manual_seed(0))
+        assert len(hist["d"]) == len(hist["g"]) == len(hist["reg"]) == 300 and np.isfinite(hist["g"]).all()
+        with torch.no_grad():
+            mids.append(float(m(x0, x1[perm], 0.5).mean(0)[1]))
+    assert np.mean(mids) > 1.5, mids                               # linear interpolant: about 0
 
 
 def test_generator_loss_adds_reg_times_the_piecewise_regulariser_and_the_no_gan_control():
