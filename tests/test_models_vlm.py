@@ -257,6 +257,17 @@ def test_text_only_prompt_keeps_the_text_models_logits(tmp_path):
     torch.testing.assert_close(b[..., :a.shape[-1]], a)
     assert model.config.tie_word_embeddings and model.lm_head.weight.data_ptr() == \
         model.model.text_model.embed_tokens.weight.data_ptr()
+    # <end_of_utterance> starts as the text model's end-of-sequence row, the other new tokens do not
+    eou, eos = proc.tokenizer.convert_tokens_to_ids("<end_of_utterance>"), proc.tokenizer.eos_token_id
+    emb = model.get_input_embeddings().weight
+    assert eou >= a.shape[-1] and eos < a.shape[-1]
+    torch.testing.assert_close(emb[eou], lm.get_input_embeddings().weight[eos])
+    img = proc.tokenizer.convert_tokens_to_ids("<image>")
+    assert not torch.equal(emb[img], emb[eos])
+    ids = proc.tokenizer("Hi<end_of_utterance>", return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, -1]
+    assert logits[eou] == pytest.approx(float(logits[eos]), abs=1e-5)
 
 
 # ------------------------------------------------------------------------------------ training code

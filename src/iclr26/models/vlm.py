@@ -185,7 +185,9 @@ def vlm_from_text_model(text_dir: str | os.PathLike, *, vision: dict | None = No
     fresh tower (``vision``, default :data:`DEFAULT_VISION`) and connector drawn from ``seed``.
 
     The tokenizer gains the image tokens and the embeddings grow to match (mean-initialised; the
-    output layer stays tied); a text-only prompt gives exactly the text model's logits.
+    output layer stays tied), except ``<end_of_utterance>``, which starts as the text model's
+    end-of-sequence token (:func:`_end_of_utterance_from_eos`); a text-only prompt gives exactly the
+    text model's logits.
     """
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, Idefics3ForConditionalGeneration
@@ -208,10 +210,33 @@ def vlm_from_text_model(text_dir: str | os.PathLike, *, vision: dict | None = No
     model.resize_token_embeddings(len(tok), mean_resizing=True)
     if cfg.tie_word_embeddings:
         model.tie_weights()
+    _end_of_utterance_from_eos(model, tok)
     proc = make_processor(tok, image_size=vision["image_size"], patch_size=vision["patch_size"],
                           scale_factor=scale_factor, do_image_splitting=do_image_splitting)
     _generation_defaults(model, tok)
     return model.eval(), proc
+
+
+def _end_of_utterance_from_eos(model, tok):
+    """Give ``<end_of_utterance>`` (the token that closes every turn in the SmolVLM chat template) the
+    embedding and output row of the text model's own end-of-sequence token (``<|im_end|>`` for
+    SmolLM2-Instruct), in place of the mean-initialised row ``resize_token_embeddings`` gave it.
+
+    With a mean row the text model never predicts the token (cross-entropy about 10 nats on it at
+    the start of training), the frozen output layer cannot learn it, and the answer loss is
+    dominated by that one token; initialised from the end-of-sequence row it starts at about 1 nat
+    and the trained model stops after its answer. Without an end-of-sequence token nothing changes."""
+    import torch
+
+    eou, eos = tok.convert_tokens_to_ids("<end_of_utterance>"), tok.eos_token_id
+    if eos is None or eou is None or eou == eos:
+        return
+    with torch.no_grad():
+        emb = model.get_input_embeddings().weight
+        emb[eou] = emb[eos]
+        head = model.get_output_embeddings().weight
+        if head.data_ptr() != emb.data_ptr():
+            head[eou] = head[eos]
 
 
 def save_vlm(model, processor, path: str | os.PathLike) -> Path:

@@ -39,7 +39,7 @@ __all__ = ["Recipe", "DEFAULT_RECIPE", "TowerPretrainer", "prepare_tiny_vlm", "t
            "FORMAT", "accuracy_table", "write_page", "LORA_TARGETS", "answer_batch", "answer_loss"]
 
 #: bump when the recipe or layout changes, so stale folders are rebuilt
-FORMAT = 1
+FORMAT = 2
 _LETTERS = vt.ALPHABET
 _END = 26            # "no more letters" class of a reading slot
 _SLOTS = 5
@@ -54,8 +54,8 @@ class Recipe:
     tower_steps: int = 1200
     tower_batch: int = 64
     tower_lr: float = 2e-3
-    connector_steps: int = 120
-    lora_steps: int = 200
+    connector_steps: int = 400
+    lora_steps: int = 300
     lm_batch: int = 8
     connector_lr: float = 2e-3
     lora_lr: float = 1e-3
