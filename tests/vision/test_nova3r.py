@@ -131,11 +131,13 @@ def _zero_velocity(model, monkeypatch):
     monkeypatch.setattr(model, "velocity", lambda x, t, z: torch.zeros_like(x))
 
 
+@pytest.mark.parametrize("fm_loss", ["l2", "mse"])
 @pytest.mark.parametrize("scheduler", ["cosine", "linear"])
-def test_flow_matching_loss_equals_manual_target(monkeypatch, scheduler):
-    """With a zero velocity the loss is the mean squared target velocity, computed here by hand from
-    the same draws (t first, then x_0, on one generator)."""
-    m = _tiny(scheduler=scheduler)
+def test_flow_matching_loss_equals_manual_target(monkeypatch, scheduler, fm_loss):
+    """With a zero velocity the loss is the mean Euclidean norm of the target velocity per point
+    (official FMVelocity(L21)), or its mean squared coordinate ("mse"), computed here by hand from the
+    same draws (t first, then x_0, on one generator)."""
+    m = _tiny(scheduler=scheduler, fm_loss=fm_loss)
     _zero_velocity(m, monkeypatch)
     x1, _ = _clouds(b=2, n=8)
     loss = m.flow_matching_loss(x1, generator=torch.Generator().manual_seed(5))
@@ -146,7 +148,39 @@ def test_flow_matching_loss_equals_manual_target(monkeypatch, scheduler):
         target = math.pi / 2 * (torch.cos(math.pi / 2 * t)[:, None, None] * x1 - torch.sin(math.pi / 2 * t)[:, None, None] * x0)
     else:
         target = x1 - x0          # rectified flow: the reduction of the affine path to a straight line
-    assert float(loss) == pytest.approx(float(target.pow(2).mean()), rel=1e-5)
+    want = target.pow(2).mean() if fm_loss == "mse" else torch.linalg.vector_norm(target, dim=-1).mean()
+    assert float(loss) == pytest.approx(float(want), rel=1e-5)
+
+
+def test_lr_schedule_warmup_then_half_cosine():
+    from iclr26.vision.nova3r.model import lr_at
+    lrs = [lr_at(s, 100, 1.0, warmup=0.1) for s in range(100)]
+    assert lrs[:10] == pytest.approx([(s + 1) / 10 for s in range(10)])          # linear warm-up to lr
+    assert lrs[10] == pytest.approx(1.0)
+    assert lrs[55] == pytest.approx(0.5 * (1 + math.cos(math.pi * 45 / 90)))     # half-cycle cosine
+    assert lrs[-1] == pytest.approx(0.5 * (1 + math.cos(math.pi * 89 / 90)))
+    assert all(a >= b for a, b in zip(lrs[10:], lrs[11:]))
+    # degenerate settings: no warm-up and a constant schedule give the plain constant rate
+    assert [lr_at(s, 50, 3e-3, warmup=0, schedule="constant") for s in range(50)] == [3e-3] * 50
+    assert lr_at(0, 50, 2.0, warmup=0) == pytest.approx(2.0)
+
+
+def test_weight_decay_spares_one_dimensional_parameters():
+    """A zero learning rate leaves every weight, and AdamW's decoupled decay (lr * wd) with it;
+    with lr > 0 but gradients zeroed, only weights of >= 2 dims shrink (official no-decay group)."""
+    torch.manual_seed(0)
+    m = _tiny()
+    x, _ = _clouds(b=2, n=8)
+    before = {k: v.clone() for k, v in m.state_dict().items()}
+    for p in m.parameters():
+        p.register_hook(lambda g: torch.zeros_like(g))
+    train_autoencoder(m, x, x, loss="flow", steps=3, lr=1e-2, batch_size=2, weight_decay=0.5, warmup=0,
+                      schedule="constant")
+    for name, p in m.named_parameters():
+        if p.ndim >= 2:
+            assert torch.allclose(p, before[name] * (1 - 1e-2 * 0.5) ** 3, atol=1e-6), name
+        else:
+            assert torch.equal(p, before[name]), name
 
 
 def test_euler_sampler_with_constant_velocity(monkeypatch):
@@ -301,6 +335,8 @@ def test_fps_and_config_rejections():
         PointAEConfig(dim=10, heads=4)
     with pytest.raises(ValueError, match="scheduler"):
         PointAEConfig(scheduler="sigmoid")
+    with pytest.raises(ValueError, match="fm_loss"):
+        PointAEConfig(fm_loss="l1")
     with pytest.raises(ValueError, match="num_latents"):
         PointAEConfig(num_latents=0)
     with pytest.raises(ValueError, match="num_latents"):
@@ -318,6 +354,10 @@ def test_training_and_sampling_rejections():
         train_autoencoder(m, x, x[:1], loss="flow", steps=1, lr=1e-3, batch_size=2)
     with pytest.raises(ValueError, match="batch_size"):
         train_autoencoder(m, x, x, loss="flow", steps=1, lr=1e-3, batch_size=0)
+    with pytest.raises(ValueError, match="warmup"):
+        train_autoencoder(m, x, x, loss="flow", steps=1, lr=1e-3, batch_size=2, warmup=1.0)
+    with pytest.raises(ValueError, match="schedule"):
+        train_autoencoder(m, x, x, loss="flow", steps=1, lr=1e-3, batch_size=2, schedule="step")
     with pytest.raises(ValueError, match="steps"):
         m.sample(torch.zeros(1, 4, 8), 3, steps=0)
     with pytest.raises(ValueError, match="n_points"):

@@ -49,6 +49,7 @@ class PointAEConfig:
     time_freq_dim: int = 256    # official TimestepEmbedder frequency_embedding_size
     mlp_ratio: float = 4.0      # official mlp_ratio
     scheduler: str = "cosine"   # official AffineProbPath(CosineScheduler())
+    fm_loss: str = "l2"         # official train criterion FMVelocity(L21): mean Euclidean norm of the velocity error
 
     def __post_init__(self):
         for name in ("num_latents", "dim", "heads", "self_depth", "decoder_depth", "num_freqs", "time_freq_dim"):
@@ -65,6 +66,8 @@ class PointAEConfig:
             raise ValueError(f"mlp_ratio must be positive, got {self.mlp_ratio}")
         if self.scheduler not in ("cosine", "linear"):
             raise ValueError(f"scheduler must be 'cosine' or 'linear', got {self.scheduler!r}")
+        if self.fm_loss not in ("l2", "mse"):
+            raise ValueError(f"fm_loss must be 'l2' or 'mse', got {self.fm_loss!r}")
 
 
 def fourier_features(x: torch.Tensor, num_freqs: int) -> torch.Tensor:
@@ -251,8 +254,10 @@ class PointSetAutoencoder(nn.Module):
 
     def flow_matching_loss(self, inputs: torch.Tensor, targets: torch.Tensor | None = None,
                            generator: torch.Generator | None = None) -> torch.Tensor:
-        """``E_{t, x_0} || v(x_t, t | E(inputs)) - dx_t/dt ||^2`` with ``x_1`` the ``targets`` (the
-        complete cloud; ``inputs`` itself by default), one ``t ~ U(0, 1)`` per cloud."""
+        """``E_{t, x_0} || v(x_t, t | E(inputs)) - dx_t/dt ||`` per point (``fm_loss="l2"``, the official
+        ``FMVelocity(L21)``), or its square averaged over coordinates (``fm_loss="mse"``), with ``x_1``
+        the ``targets`` (the complete cloud; ``inputs`` itself by default), one ``t ~ U(0, 1)`` per cloud
+        (official training step: ``t = torch.rand(B)``, ``x_0 = torch.rand_like(x_1) * 2 - 1``)."""
         targets = inputs if targets is None else targets
         _check_cloud(targets, "targets")
         z = self.encode(inputs)
@@ -263,7 +268,10 @@ class PointSetAutoencoder(nn.Module):
         x0 = uniform_noise(targets.shape, generator, targets.device)
         a, s, da, ds = (c[:, None, None] for c in path_coefficients(t, self.cfg.scheduler))
         x_t = a * targets + s * x0
-        return (self.velocity(x_t, t, z) - (da * targets + ds * x0)).pow(2).mean()
+        err = self.velocity(x_t, t, z) - (da * targets + ds * x0)
+        if self.cfg.fm_loss == "mse":
+            return err.pow(2).mean()
+        return err.pow(2).sum(-1).add(1e-12).sqrt().mean()
 
     def regress(self, z: torch.Tensor, n_points: int, generator: torch.Generator | None = None) -> torch.Tensor:
         """One decoder pass at ``t = 0`` on noise points; its output taken as the points (Chamfer arm)."""
@@ -299,8 +307,14 @@ def _check_n(n):
 
 def train_autoencoder(model: PointSetAutoencoder, inputs: torch.Tensor, targets: torch.Tensor, *, loss: str,
                       steps: int, lr: float, batch_size: int, weight_decay: float = 0.01, seed: int = 0,
-                      clip_grad: float = 1.0) -> list[float]:
+                      clip_grad: float = 1.0, warmup: float = 0.05, schedule: str = "cosine") -> list[float]:
     """AdamW (paper: lr 3e-4) on ``loss`` in {"flow", "chamfer"}; ``inputs[i]`` encodes to ``targets[i]``.
+
+    Learning rate per step (official ``croco/utils/misc.py`` ``adjust_learning_rate``, here per step
+    instead of per epoch, ``min_lr = 0``): linear warm-up over the first ``warmup`` share of the steps,
+    then a half-cycle cosine to 0 (``schedule="cosine"``), or constant after warm-up
+    (``schedule="constant"``). Weight decay only on weights of two or more dimensions (official
+    ``get_parameter_groups``: biases, norms and 1-D parameters in a no-decay group).
     Raises :class:`NonFiniteTrainingError` on a non-finite loss or gradient norm."""
     if loss not in ("flow", "chamfer"):
         raise ValueError(f"loss must be 'flow' or 'chamfer', got {loss!r}")
@@ -310,6 +324,10 @@ def train_autoencoder(model: PointSetAutoencoder, inputs: torch.Tensor, targets:
         raise ValueError(f"steps must be a non-negative int, got {steps!r}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    if not (isinstance(warmup, (int, float)) and not isinstance(warmup, bool) and 0 <= warmup < 1):
+        raise ValueError(f"warmup must be a share of the steps in [0, 1), got {warmup!r}")
+    if schedule not in ("cosine", "constant"):
+        raise ValueError(f"schedule must be 'cosine' or 'constant', got {schedule!r}")
     _check_cloud(inputs, "inputs")
     _check_cloud(targets, "targets")
     if inputs.shape[0] != targets.shape[0]:
@@ -317,13 +335,17 @@ def train_autoencoder(model: PointSetAutoencoder, inputs: torch.Tensor, targets:
     from iclr26.common.training import batches
 
     g = torch.Generator().manual_seed(seed)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW([{"params": [p for p in params if p.ndim >= 2], "weight_decay": weight_decay},
+                             {"params": [p for p in params if p.ndim < 2], "weight_decay": 0.0}], lr=lr)
     it = batches(inputs, targets, batch_size, g)
     fn = model.flow_matching_loss if loss == "flow" else model.chamfer_regression_loss
     losses = []
     model.train()
     for step in range(steps):
         x, y = next(it)
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step, steps, lr, warmup, schedule)
         opt.zero_grad(set_to_none=True)
         value = fn(x, y, generator=g)
         if not torch.isfinite(value):
@@ -336,3 +358,15 @@ def train_autoencoder(model: PointSetAutoencoder, inputs: torch.Tensor, targets:
         losses.append(float(value.detach()))
     model.eval()
     return losses
+
+
+def lr_at(step: int, steps: int, lr: float, warmup: float = 0.05, schedule: str = "cosine") -> float:
+    """Learning rate at ``step`` of ``steps``: ``lr (step + 1) / w`` for the first ``w = ceil(warmup
+    steps)`` steps, then ``lr`` (constant) or ``lr (1 + cos(pi (step - w) / (steps - w))) / 2``
+    (cosine; official ``adjust_learning_rate`` with ``min_lr = 0``)."""
+    w = math.ceil(warmup * steps)
+    if step < w:
+        return lr * (step + 1) / w
+    if schedule == "constant" or steps <= w:
+        return lr
+    return lr * 0.5 * (1 + math.cos(math.pi * (step - w) / (steps - w)))
