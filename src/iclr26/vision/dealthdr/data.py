@@ -53,13 +53,15 @@ def _eval_texture(tex, x, y):
 
 
 class _Scene:
-    def __init__(self, rng: np.random.Generator, size: int, fg_speed: tuple[float, float]):
+    def __init__(self, rng: np.random.Generator, size: int, fg_speed: tuple[float, float],
+                 fg_level: tuple[float, float] = (0.05, 0.6), fg_texture: float = 1.0):
         self.size = size
         self.bg_tex = _texture(rng, 6)
         self.bg_level = rng.uniform(0.02, 0.12)
         self.bg_vel = rng.integers(-2, 3, size=2).astype(float)
         n_lights = rng.integers(1, 3)
         self.lights = [(rng.uniform(0, size, 2), rng.uniform(2.0, 5.0), rng.uniform(0.4, 1.0)) for _ in range(n_lights)]
+        self.fg_texture = fg_texture
         self.objects = []
         for _ in range(rng.integers(1, 3)):
             w, h = rng.uniform(0.25, 0.45, 2) * size
@@ -68,7 +70,7 @@ class _Scene:
             vel = np.round(speed * np.array([math.cos(ang), math.sin(ang)]))
             centre = rng.uniform(0.3, 0.7, 2) * size
             self.objects.append(dict(w=w, h=h, vel=vel, centre=centre, tex=_texture(rng, 4),
-                                     level=rng.uniform(0.05, 0.6)))
+                                     level=rng.uniform(*fg_level)))
 
     def radiance(self, tau: float) -> np.ndarray:
         S = self.size
@@ -81,12 +83,15 @@ class _Scene:
             cx, cy = o["centre"] + o["vel"] * tau
             ox, oy = xx - cx, yy - cy
             inside = (np.abs(ox) <= o["w"] / 2) & (np.abs(oy) <= o["h"] / 2)
-            obj = o["level"] * (0.25 + _eval_texture(o["tex"], ox, oy))
+            t = self.fg_texture
+            obj = o["level"] * (0.25 + t * _eval_texture(o["tex"], ox, oy) + (1 - t) * 0.5)
             img = np.where(inside[None], obj, img)
         return np.clip(img, 0.0, 1.0)
 
 
-def make_triplets(n: int, rng: np.random.Generator, *, size: int = 32, fg_speed: tuple[float, float] = (2.0, 7.0)):
+def make_triplets(n: int, rng: np.random.Generator, *, size: int = 32, fg_speed: tuple[float, float] = (2.0, 7.0),
+                  fg_level: tuple[float, float] = (0.05, 0.6), exposure_ratio: float = EXPOSURE_RATIO,
+                  fg_texture: float = 1.0):
     """``n`` three-frame windows. Returns a dict of float32 arrays:
 
     - ``ldr`` (n, 3, 3, size, size): the 8-bit LDR frames t-1, t, t+1 in [0, 1];
@@ -100,17 +105,23 @@ def make_triplets(n: int, rng: np.random.Generator, *, size: int = 32, fg_speed:
     lo, hi = fg_speed
     if not (0 <= lo <= hi):
         raise ValueError(f"fg_speed must be (low, high) with 0 <= low <= high, got {fg_speed!r}")
+    if not (len(fg_level) == 2 and 0 <= fg_level[0] <= fg_level[1] <= 1):
+        raise ValueError(f"fg_level must be (low, high) with 0 <= low <= high <= 1, got {fg_level!r}")
+    if not (isinstance(exposure_ratio, (int, float)) and math.isfinite(exposure_ratio) and exposure_ratio >= 1):
+        raise ValueError(f"exposure_ratio must be a finite number >= 1, got {exposure_ratio!r}")
+    if not (isinstance(fg_texture, (int, float)) and 0 <= fg_texture <= 1):
+        raise ValueError(f"fg_texture must be a number in [0, 1], got {fg_texture!r}")
     ldr = np.zeros((n, 3, 3, size, size), np.float32)
     expo = np.zeros((n, 3), np.float32)
     hdr = np.zeros((n, 3, size, size), np.float32)
     offsets = np.linspace(-BLUR_SPAN / 2, BLUR_SPAN / 2, BLUR_SUBFRAMES)
     for i in range(n):
-        scene = _Scene(rng, size, (lo, hi))
+        scene = _Scene(rng, size, (lo, hi), tuple(fg_level), float(fg_texture))
         centre_long = bool(rng.integers(2))
         hdr[i] = scene.radiance(0.0)
         for j, tau in enumerate((-1.0, 0.0, 1.0)):
             is_long = centre_long if j == 1 else not centre_long
-            e = EXPOSURE_RATIO if is_long else 1.0
+            e = float(exposure_ratio) if is_long else 1.0
             if is_long:
                 h = np.mean([scene.radiance(tau + d) for d in offsets], axis=0)
             else:

@@ -185,7 +185,7 @@ class FlowGuidedMaskedAttention(nn.Module):
     """
 
     def __init__(self, dim: int, num_heads: int = 1, sensitivity: float = 15.0, window: int | None = None,
-                 bias: bool = False):
+                 bias: bool = False, qk_norm: bool = False, temperature: float = 1.0):
         super().__init__()
         if not isinstance(dim, int) or dim < 1:
             raise ValueError(f"dim must be a positive integer, got {dim!r}")
@@ -193,12 +193,29 @@ class FlowGuidedMaskedAttention(nn.Module):
             raise ValueError(f"num_heads must be a positive integer dividing dim={dim}, got {num_heads!r}")
         if window is not None and (not isinstance(window, int) or window < 0):
             raise ValueError(f"window must be None (global attention) or a non-negative integer radius, got {window!r}")
+        if not isinstance(qk_norm, bool):
+            raise TypeError(f"qk_norm must be a bool, got {type(qk_norm).__name__}")
+        if not (isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
+                and math.isfinite(temperature) and temperature > 0):
+            raise ValueError(f"temperature must be a positive finite number, got {temperature!r}")
         _sensitivity_tensor(sensitivity, 1, "cpu")
         self.dim, self.num_heads, self.sensitivity = dim, num_heads, float(sensitivity)  # s = 15: official default
         self.window = window
         self.q = nn.Conv2d(dim, dim, 1, bias=bias)
         self.kv = nn.Conv2d(dim, 2 * dim, 1, bias=bias)
         self.proj_out = nn.Conv2d(dim, dim, 1, bias=bias)
+        # qk_norm: queries and keys L2-normalised over the channels of a head and their cosine scaled
+        # by a learnable per-head temperature (official dealthdr_arch.py: F.normalize on q and k,
+        # ``self.temperature`` initialised to ones); otherwise the fixed 1 / sqrt(d) scaling
+        self.qk_norm = qk_norm
+        self.temperature = nn.Parameter(torch.full((num_heads,), float(temperature))) if qk_norm else None
+
+    def _logit_scale(self, q: torch.Tensor, k: torch.Tensor, d: int):
+        """Queries and keys (head dimension at dim 1) brought to the logit scale."""
+        if self.qk_norm:
+            q = F.normalize(q, dim=1) * self.temperature.view(-1, *([1] * (q.dim() - 1))).to(q.dtype)
+            return q, F.normalize(k, dim=1)
+        return q / math.sqrt(d), k
 
     def attention_macs(self, n_queries: int, n_keys: int) -> int:
         """Multiply-accumulates of the attention part for ``n_queries`` masked pixels attending to
@@ -255,11 +272,13 @@ class FlowGuidedMaskedAttention(nn.Module):
                 q = q_all[b][:, :, sel]                                          # (h, d, N)
                 if self.window is None:
                     k, v = kv[b].view(2, h, d, H * W).unbind(0)
-                    logits = torch.einsum("hdn,hdk->hnk", q, k) / math.sqrt(d)
+                    qs, ks = self._logit_scale(q, k, d)
+                    logits = torch.einsum("hdn,hdk->hnk", qs, ks)
                     a = torch.einsum("hnk,hdk->hdn", logits.softmax(-1), v).reshape(C, -1)
                 else:
                     k, v = kv_win[b][..., sel].unbind(0)                         # (h, d, K2, N)
-                    logits = torch.einsum("hdn,hdkn->hnk", q, k) / math.sqrt(d)
+                    qs, ks = self._logit_scale(q, k, d)
+                    logits = torch.einsum("hdn,hdkn->hnk", qs, ks)
                     logits = logits.masked_fill(~valid[:, sel].T[None], float("-inf"))
                     a = torch.einsum("hnk,hdkn->hdn", logits.softmax(-1), v).reshape(C, -1)
                 a = w_out @ a
@@ -271,4 +290,5 @@ class FlowGuidedMaskedAttention(nn.Module):
         return torch.cat([warped, mask, attn_out], dim=1), mask
 
     def extra_repr(self) -> str:
-        return f"dim={self.dim}, num_heads={self.num_heads}, sensitivity={self.sensitivity:g}, window={self.window}"
+        return (f"dim={self.dim}, num_heads={self.num_heads}, sensitivity={self.sensitivity:g}, window={self.window}, "
+                f"qk_norm={self.qk_norm}")

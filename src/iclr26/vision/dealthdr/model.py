@@ -75,7 +75,8 @@ class TinyDeAltHDR(nn.Module):
     a fusion head; predicts the mu-law tone-mapped HDR frame t as the single-frame estimate plus a
     learned residual."""
 
-    def __init__(self, dim: int = 16, num_heads: int = 1, sensitivity: float = 15.0, window: int | None = None):
+    def __init__(self, dim: int = 16, num_heads: int = 1, sensitivity: float = 15.0, window: int | None = None,
+                 qk_norm: bool = False, temperature: float = 1.0):
         super().__init__()
         if not isinstance(dim, int) or dim < 1:
             raise ValueError(f"dim must be a positive integer, got {dim!r}")
@@ -83,7 +84,8 @@ class TinyDeAltHDR(nn.Module):
         self.proj_short = nn.Conv2d(6, dim, 3, padding=1)
         self.proj_long = nn.Conv2d(6, dim, 3, padding=1)
         self.encoder = nn.Sequential(nn.Conv2d(dim, dim, 3, padding=1), act, nn.Conv2d(dim, dim, 3, padding=1), act)
-        self.fgma = FlowGuidedMaskedAttention(dim, num_heads, sensitivity, window)
+        self.fgma = FlowGuidedMaskedAttention(dim, num_heads, sensitivity, window, qk_norm=qk_norm,
+                                              temperature=temperature)
         self.fuse = nn.Sequential(nn.Conv2d(dim + 2 * (2 * dim + 1), dim, 3, padding=1), act,
                                   nn.Conv2d(dim, dim, 3, padding=1), act, nn.Conv2d(dim, 3, 3, padding=1))
         self.dim = dim
@@ -108,6 +110,27 @@ class TinyDeAltHDR(nn.Module):
             masks.append(m)
         out = batch["base"] + self.fuse(torch.cat([f[:, 1]] + outs, dim=1))
         return out, torch.stack(masks, 1)
+
+
+def effective_keys(model: TinyDeAltHDR, batch: dict) -> float:
+    """``exp`` of the mean entropy of the attention weights of every query over the previous
+    frame's keys (global attention, as at s = inf): the number of keys a query effectively averages
+    over. Close to ``H W`` means a uniform softmax, i.e. attention returns the frame mean of V."""
+    fg = model.fgma
+    if fg.window is not None:
+        raise ValueError("effective_keys is defined for global attention (window=None)")
+    with torch.no_grad():
+        f = model._features(batch["inp"], batch["is_long"])
+        B, _, C, H, W = f.shape
+        h, d = fg.num_heads, C // fg.num_heads
+        q = fg.q(f[:, 1]).view(B, h, d, H * W)
+        k = fg.kv(f[:, 0])[:, :C].reshape(B, h, d, H * W)
+        ents = []
+        for b in range(B):
+            qs, ks = fg._logit_scale(q[b], k[b], d)
+            p = torch.einsum("hdn,hdk->hnk", qs, ks).softmax(-1)
+            ents.append(-(p * p.clamp_min(1e-30).log()).sum(-1).mean())
+        return float(torch.stack(ents).mean().exp())
 
 
 def subset(batch: dict, idx) -> dict:
