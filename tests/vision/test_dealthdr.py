@@ -9,7 +9,7 @@ from iclr26.vision.dealthdr import (TRAINING_SENSITIVITIES, FlowGuidedMaskedAtte
                                     TinyDeAltHDR, block_matching_flow, consistency_error, make_triplets,
                                     model_macs, mu_law, occlusion_mask, prepare, psnr, random_masks_like,
                                     sample_training_sensitivities, train_model, warp)
-from iclr26.vision.dealthdr.model import subset
+from iclr26.vision.dealthdr.model import effective_keys, subset
 
 
 def _texture(B=1, C=3, H=24, W=24, seed=0):
@@ -184,6 +184,86 @@ def test_fgma_multi_head_matches_per_head_reference(fgma_inputs):
     assert torch.allclose(out[:, 9:], o, atol=1e-5)
 
 
+def _dense_cosine_attention(mod, fc, fn):
+    """Independent reference for qk_norm: cosine similarity of queries and keys times the
+    temperature, one head."""
+    B, C, H, W = fc.shape
+    q = torch.einsum("oc,bchw->bohw", mod.q.weight[:, :, 0, 0], fc).flatten(2)
+    kv = torch.einsum("oc,bchw->bohw", mod.kv.weight[:, :, 0, 0], fn).flatten(2)
+    k, v = kv[:, :C], kv[:, C:]
+    cos = (q / q.norm(dim=1, keepdim=True)).transpose(1, 2) @ (k / k.norm(dim=1, keepdim=True))
+    a = torch.softmax(cos * mod.temperature[0], dim=-1)
+    out = (a @ v.transpose(1, 2)).transpose(1, 2)
+    out = torch.einsum("oc,bcn->bon", mod.proj_out.weight[:, :, 0, 0], out)
+    return out.view(B, C, H, W)
+
+
+@pytest.mark.parametrize("window", [None, 1])
+def test_fgma_qk_norm_is_cosine_attention_with_temperature(fgma_inputs, window):
+    fc, fn, flow, D = fgma_inputs
+    mod = FlowGuidedMaskedAttention(8, qk_norm=True, temperature=7.0, window=window)
+    assert torch.allclose(mod.temperature, torch.tensor([7.0]))
+    out, mask = mod(fc, fn, flow, D, math.inf)
+    if window is None:
+        assert torch.allclose(out[:, 9:], _dense_cosine_attention(mod, fc, fn), atol=1e-5)
+    # invariant to the scale of the features (normalised q, k; v is linear in the neighbour)
+    out2, _ = mod(fc * 3.0, fn, flow, D, math.inf)
+    assert torch.allclose(out2[:, 9:], out[:, 9:], atol=1e-5)
+    # the temperature is learned
+    out[:, 9:].square().sum().backward()
+    assert mod.temperature.grad is not None and mod.temperature.grad.abs().sum() > 0
+    # without qk_norm the attention is not invariant to the query scale and has no temperature
+    plain = FlowGuidedMaskedAttention(8)
+    assert plain.temperature is None
+    assert not torch.allclose(plain(fc * 3.0, fn, flow, D, math.inf)[0][:, 9:],
+                              plain(fc, fn, flow, D, math.inf)[0][:, 9:], atol=1e-4)
+
+
+def test_fgma_qk_norm_high_temperature_picks_the_best_match():
+    # the neighbour holds the current features shifted by one pixel: at a large temperature each
+    # query's weight goes to the neighbour pixel with the same feature direction
+    torch.manual_seed(1)
+    C, H, W = 4, 1, 5
+    feats = torch.nn.functional.normalize(torch.randn(1, C, H, W), dim=1)
+    mod = FlowGuidedMaskedAttention(C, qk_norm=True, temperature=200.0)
+    with torch.no_grad():
+        mod.q.weight.copy_(torch.eye(C)[..., None, None])
+        mod.kv.weight.copy_(torch.cat([torch.eye(C), torch.eye(C)])[..., None, None])
+        mod.proj_out.weight.copy_(torch.eye(C)[..., None, None])
+    nbr = torch.roll(feats, 1, dims=-1)
+    out, _ = mod(feats, nbr, torch.zeros(1, 2, H, W), torch.zeros(1, 1, H, W), math.inf)
+    assert torch.allclose(out[:, C + 1:], feats, atol=1e-3)
+
+
+def test_effective_keys_uniform_and_concentrated():
+    d = make_triplets(2, np.random.default_rng(6), size=8)
+    P = prepare(d["ldr"], d["exposure"])
+    m = TinyDeAltHDR(dim=4, qk_norm=True, temperature=1e-6)       # softmax of ~0: uniform over 64 keys
+    assert effective_keys(m, P) == pytest.approx(64, rel=1e-4)
+    m = TinyDeAltHDR(dim=4, qk_norm=True, temperature=1e4)        # nearly an argmax: about one key
+    assert effective_keys(m, P) < 3
+    with pytest.raises(ValueError, match="global attention"):
+        effective_keys(TinyDeAltHDR(dim=4, window=1), P)
+
+
+def test_triplets_knobs():
+    rng = np.random.default_rng(7)
+    d = make_triplets(4, rng, size=16, exposure_ratio=8.0)
+    assert set(np.unique(d["exposure"])) == {1.0, 8.0}
+    # the default knobs reproduce the default draw exactly
+    a = make_triplets(2, np.random.default_rng(8), size=16)
+    b = make_triplets(2, np.random.default_rng(8), size=16, fg_level=(0.05, 0.6), fg_texture=1.0,
+                      exposure_ratio=4.0)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    # fg_texture = 0: the objects are flat, so the target has fewer distinct values
+    flat = make_triplets(2, np.random.default_rng(8), size=16, fg_texture=0.0)
+    assert not np.array_equal(flat["hdr"], a["hdr"])
+    for bad in (dict(fg_level=(0.5, 0.2)), dict(fg_level=(0.1, 1.5)), dict(fg_texture=2.0),
+                dict(exposure_ratio=0.5), dict(exposure_ratio=float("inf"))):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            make_triplets(1, np.random.default_rng(0), **bad)
+
+
 def test_fgma_batch_equals_single_samples(fgma_inputs):
     fc, fn, flow, D = fgma_inputs
     mod = FlowGuidedMaskedAttention(8)
@@ -345,6 +425,10 @@ def test_fgma_rejects_bad_construction_and_input(fgma_inputs):
         mod(fc, fn * float("nan"), flow, D)
     with pytest.raises(ValueError, match="feat_cur and feat_nbr"):
         mod(fc, fn[:1], flow, D)
+    with pytest.raises(ValueError, match="temperature must be"):
+        FlowGuidedMaskedAttention(8, qk_norm=True, temperature=0.0)
+    with pytest.raises(TypeError, match="qk_norm must be a bool"):
+        FlowGuidedMaskedAttention(8, qk_norm=1)
 
 
 def test_prepare_and_training_reject_bad_input():
@@ -379,3 +463,6 @@ def test_smoke_experiment_arms_and_determinism():
     r = a["metrics"]["attention_ratio"]
     assert r["s0"] == 0 and r["sinf"] == 1 and 0 <= r["s15"] <= 1
     assert a["metrics"]["mmacs"]["s0"] <= a["metrics"]["mmacs"]["s15"] <= a["metrics"]["mmacs"]["sinf"]
+    assert 0 < a["metrics"]["attention_spread"]["fgma"] <= 1
+    assert set(a["metrics"]["output_change"]) == {"sinf", "s15"}
+    assert all(v >= 0 for v in a["metrics"]["output_change"].values())
