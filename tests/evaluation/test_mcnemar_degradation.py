@@ -383,3 +383,85 @@ def test_sampled_first_tokens_follow_the_tempered_softmax(tiny_lm):
         freq = sum(s == text for s in texts) / n
         assert abs(freq - p) < 4 * (p * (1 - p) / n) ** 0.5 + 1e-3, (t, freq, p)
     assert checked >= 2
+
+
+def test_real_model_case_wiring_with_a_stub_model(monkeypatch):
+    """real_model_case on a stub model: which run feeds which arm (base on sdpa, lossless on eager,
+    degraded under the FP8 K/V hooks, the noisy re-runs without them), the flip mask over the
+    re-runs, the discordant pairs it keeps, the z signal and the re-run pair tests."""
+    import torch
+
+    import iclr26.models as models
+    import iclr26.evaluation.mcnemar_degradation.experiment as E
+
+    n = 12
+    golds = [str(i) for i in range(n)]
+
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.self_attn = torch.nn.Module()
+            self.self_attn.k_proj, self.self_attn.v_proj = torch.nn.Linear(2, 2), torch.nn.Linear(2, 2)
+
+    class Stub(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = torch.nn.Module()
+            self.model.layers = torch.nn.ModuleList([Layer(), Layer()])
+            self.attn = "sdpa"
+
+        def set_attn_implementation(self, name):
+            self.attn = name
+
+        def hooked(self):
+            return any(len(l.self_attn.k_proj._forward_hooks) and len(l.self_attn.v_proj._forward_hooks)
+                       for l in self.model.layers)
+
+    base = [1] * n
+    base[10] = 0
+    lossless = list(base)
+    lossless[11] = 0
+    degraded = list(base)
+    for i in (0, 1, 2, 3, 4):
+        degraded[i] = 0
+    degraded[10] = 1
+    flaky = {0, 1, 5}                 # the items whose score flips across the noisy re-runs
+    calls = []
+
+    def answers(m, tok, ids, max_new_tokens, batch_size, temperature=0.0, generator=None):
+        assert ids == list(range(n)) and tok == "tok"
+        if temperature:
+            assert temperature == 0.3 and generator is not None and not m.hooked() and m.attn == "sdpa"
+            k = sum(c == "noisy" for c in calls)
+            calls.append("noisy")
+            right = [i not in flaky or (k + i) % 2 == 0 for i in range(n)]
+        else:
+            state = "fp8" if m.hooked() else m.attn
+            calls.append(state)
+            right = {"sdpa": base, "eager": lossless, "fp8": degraded}[state]
+        return [g if r else "x" for g, r in zip(golds, right)]
+
+    stub = Stub()
+    monkeypatch.setattr(models, "load", lambda name, dtype=None: (stub, "tok"))
+    monkeypatch.setattr(E, "_prompt_ids", lambda tok, cfg, seed: (list(range(n)), golds))
+    monkeypatch.setattr(E, "greedy_answers", answers)
+    cfg = dict(model="stub", max_new_tokens=4, batch_size=4, noise_temperature=0.3, noise_runs=4)
+    out = E.real_model_case(cfg, seed=0)
+    assert calls == ["sdpa", "eager", "fp8"] + ["noisy"] * 4 and not stub.hooked()
+    m, info = out["metrics"], out["info"]
+    assert m["lossless_correct"] == {"base": base, "lossless": lossless}
+    assert m["degraded_correct"] == {"base": base, "degraded": degraded}
+    disc = [i for i in range(n) if base[i] != degraded[i]]          # 0-4 and 10
+    assert m["real_discordant_kept"]["flip_mask"] == [float(i in flaky) for i in disc]
+    assert m["real_discordant_kept"]["random"] == [pytest.approx(len(flaky) / n)] * len(disc)
+    res = mcnemar_degradation(np.array(base), np.array(degraded))
+    keep = np.array([i in flaky for i in range(n)])
+    res_p = mcnemar_degradation(np.array(base)[keep], np.array(degraded)[keep])
+    assert (res.b, res.c, res_p.b, res_p.c) == (5, 1, 2, 0)
+    assert m["real_signal_z"]["all"] == [pytest.approx((5 - 1) / np.sqrt(6))]
+    assert m["real_signal_z"]["flip_mask"] == [pytest.approx(2 / np.sqrt(2))]
+    assert info["lossless"]["b"] == 1 and info["lossless"]["c"] == 0 and info["degraded"]["b"] == 5
+    assert info["pruning"]["discordant_kept"] == 2 and info["pruning"]["n_discordant"] == 6
+    assert len(m["lossless_reject"]["lossless"]) == 1 + 2                 # the base-vs-lossless test + 2 pairs
+    assert info["accuracy"] == {"base": pytest.approx(11 / 12), "lossless": pytest.approx(10 / 12),
+                                "degraded": pytest.approx(7 / 12)}
