@@ -349,3 +349,74 @@ def test_smoke_run_is_deterministic_and_paired():
 def test_quick_refuses_an_unbuilt_seed_instead_of_building_it():
     with pytest.raises(RuntimeError, match="models prepare tiny-vlm:9999"):
         experiment.run("quick", 9999)
+
+
+def test_experiment_wiring_arms_masks_drops_and_prompt(monkeypatch):
+    """run() with a recording ablation and a stub scorer: the VWF arm zeroes exactly the localised
+    masks, the random arms draw as many units (in total / per layer) and differ from them, each
+    arm's scores land under its own name, the drops have the sign intact - vwf, and the localiser
+    batches carry the official prompt."""
+    import iclr26.models.vlm as vlm_mod
+
+    prompts, active, seen = [], [], []
+    real_inputs = vlm_mod.vlm_inputs
+
+    def inputs(processor, images, questions, *a, **kw):
+        prompts.extend(questions)
+        return real_inputs(processor, images, questions, *a, **kw)
+
+    class Recording:
+        def __init__(self, model, masks, value=0.0):
+            self.masks = {k: v.clone() for k, v in (masks.masks if hasattr(masks, "masks") else masks).items()}
+
+        def __enter__(self):
+            active.append(self.masks)
+            seen.append(self.masks)
+            return self
+
+        def __exit__(self, *exc):
+            active.pop()
+            return False
+
+    loc_box = {}
+    real_localise = experiment.localise_units
+
+    def localise(*a, **kw):
+        loc_box["loc"] = real_localise(*a, **kw)
+        return loc_box["loc"]
+
+    def scorer(model, processor, items, batch_size=16):
+        if not active:
+            arm = "intact"
+        elif all(torch.equal(active[-1][k], loc_box["loc"].masks[k]) for k in active[-1]):
+            arm = "vwf"
+        else:
+            arm = "random"
+        value = {"intact": 1.0, "vwf": 0.25, "random": 0.75}[arm]
+        if arm == "vwf" and items[0].task != "read":               # non-reading tasks: a smaller drop
+            value = 0.9
+        return [value] * len(items)
+
+    monkeypatch.setattr(vlm_mod, "vlm_inputs", inputs)
+    monkeypatch.setattr(experiment, "UnitAblation", Recording)
+    monkeypatch.setattr(experiment, "localise_units", localise)
+    monkeypatch.setattr(experiment, "greedy_exact", scorer)
+    out = experiment.run("smoke", 0)
+    m, loc = out["metrics"], loc_box["loc"]
+    n_loc = 4 * len(experiment.CONTROLS + (experiment.TARGET,))
+    assert prompts[:n_loc] == [experiment.PROMPT] * n_loc and experiment.PROMPT == "Describe the image."
+    assert m["read"]["intact"] == [1.0] * 4 and m["read"]["vwf"] == [0.25] * 4
+    assert m["read"]["random"] == [0.75] * 4 and m["read"]["random_layer"] == [0.75] * 4
+    assert m["colour"]["vwf"] == [0.9] * 3
+    assert m["drop"]["read"] == pytest.approx(0.75) and m["drop"]["other"] == pytest.approx(0.1)
+    n_tasks = len(experiment.TASKS)
+    vwf, rand = seen[:n_tasks], seen[n_tasks:]
+    assert all(all(torch.equal(s[k], loc.masks[k]) for k in loc.masks) for s in vwf)
+    per = loc.counts()
+    total = [s for i, s in enumerate(rand) if (i // n_tasks) % 2 == 0]        # random, then random_layer
+    layer = [s for i, s in enumerate(rand) if (i // n_tasks) % 2 == 1]
+    assert total and layer
+    assert all(sum(int(v.sum()) for v in s.values()) == loc.k for s in total)
+    assert any({k: int(v.sum()) for k, v in s.items()} != per for s in total)   # drawn over all units
+    assert all({k: int(v.sum()) for k, v in s.items()} == per for s in layer)  # as many per layer
+    assert all(any(not torch.equal(s[k], loc.masks[k]) for k in loc.masks) for s in total + layer)
