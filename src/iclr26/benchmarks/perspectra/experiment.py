@@ -60,11 +60,12 @@ def run(scale: str, seed: int) -> dict:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     seed_everything(seed)
     model, tok = _load(cfg["model"])
-    topics = minibench.topics(seed)
+    # every draw is offset so that no trial repeats an item of the pilot (which ran on draws 0-5)
+    topics = minibench.topics(4000 + seed)
     rng = np.random.default_rng(10_000 + seed)
 
     # ---- counting
-    citems = build_counting_task(topics, cfg["n_count"], seed, max_count=cfg["max_count"])
+    citems = build_counting_task(topics, cfg["n_count"], 2000 + seed, max_count=cfg["max_count"])
     lm_c = evaluate(LMChooser(model, tok, citems, cfg["batch_size"]), citems)
     truth = [it["answer"] for it in citems]
     rand_pred = [int(rng.integers(1, cfg["max_count"] + 1)) for _ in citems]
@@ -76,12 +77,11 @@ def run(scale: str, seed: int) -> dict:
         if single else {"over_share": math.nan}
 
     # ---- matching
-    mitems = build_matching_task(topics, cfg["n_match"], seed + 1)
+    mitems = build_matching_task(topics, cfg["n_match"], 3000 + seed)
     lm_m = evaluate(LMChooser(model, tok, mitems, cfg["batch_size"]), mitems)
     rnd_m = matching_metrics([int(rng.integers(len(it["options"]))) for it in mitems], mitems)
 
     # ---- polarity, paired framings
-    # polarity draws start at 1000 so they never repeat the pilot's draws (seeds 0-5 of the pilot)
     groups = minibench.polarity_pairs(cfg["n_pol"], 1000 + seed)
     flat = [it for g in groups for it in g]
     if cfg["polarity_model"] != cfg["model"]:
