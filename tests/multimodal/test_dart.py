@@ -49,7 +49,7 @@ def ref_unbalanced(C, a, b, reg, reg_m, n_iter=5000):
 def test_iot_loss_matches_reference_kl():
     a, b = _pair()
     A, B = a.numpy(), b.numpy()
-    C = ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)
+    C = np.sqrt(((A[:, None, :] - B[None, :, :]) ** 2).sum(-1))  # Euclidean, as m-LTM (sqrt)
     C = C / C.max()
     # eps = 0.1 keeps the plain-probability reference well conditioned in float64
     P = ref_sinkhorn(C, 0.1, 400)

@@ -92,7 +92,9 @@ def info_nce_loss(emb_a: torch.Tensor, emb_b: torch.Tensor, temperature: float =
 def iot_loss(emb_a: torch.Tensor, emb_b: torch.Tensor, eps: float = 0.03, n_iter: int = 50) -> torch.Tensor:
     """Instance-level inverse-OT loss KL(Pi_hat || Pi(theta, phi)).
 
-    ``C_ij = ||a_i - b_j||^2 / max C`` (m-LTM ``tools/loss.py``: ``ot.dist`` divided by its max);
+    ``C_ij = ||a_i - b_j||_2 / max C``, the Euclidean (not squared) distance divided by its max, as
+    in m-LTM ``tools/loss.py`` (``MahalalobisLoss``: the square root of the Mahalanobis distance,
+    ``M = I`` here, divided by its max; ``torch.cdist``, whose gradient at a zero distance is 0);
     ``Pi`` is the entropic plan between uniform marginals (``ot.sinkhorn``, log domain, ``eps``
     0.03 from m-LTM's settings file), differentiated through the Sinkhorn iterations; the target
     is the ground-truth matching ``Pi_hat = I / B``, so ``KL = -(1/B) sum_i log(B Pi_ii)``, which is
@@ -102,7 +104,7 @@ def iot_loss(emb_a: torch.Tensor, emb_b: torch.Tensor, eps: float = 0.03, n_iter
     eps = _positive("eps", eps)
     n_iter = _int_at_least("n_iter", n_iter, 1)
     n = emb_a.shape[0]
-    cost = ot.dist(emb_a, emb_b)  # squared Euclidean
+    cost = torch.cdist(emb_a, emb_b, p=2)  # Euclidean, as m-LTM (sqrt of the squared distance)
     cost = cost / cost.max().clamp_min(torch.finfo(cost.dtype).tiny)
     w = torch.full((n,), 1.0 / n, dtype=emb_a.dtype, device=emb_a.device)
     with warnings.catch_warnings():
