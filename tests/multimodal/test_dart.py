@@ -286,3 +286,94 @@ def test_corrupt_rate_and_derangement():
     out, noisy = corrupt(b, 0.4, np.random.default_rng(0))
     assert noisy.sum() == 40
     assert (out[noisy] != b[noisy]).all() and (out[~noisy] == b[~noisy]).all()
+
+
+def test_iot_cost_is_euclidean_not_squared():
+    """m-LTM takes the square root of the distance: the two costs give different losses."""
+    a, b = _pair(noise=1.0)
+    A, B = a.numpy(), b.numpy()
+    sq = ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1)
+    for C, same in ((np.sqrt(sq), True), (sq, False)):
+        P = ref_sinkhorn(C / C.max(), 0.1, 400)
+        kl = float(np.mean(np.log((1 / len(A)) / np.diag(P))))
+        assert (float(iot_loss(a, b, eps=0.1, n_iter=400)) == pytest.approx(kl, rel=1e-6)) is same
+
+
+def test_iot_gradient_finite_at_zero_distance():
+    a, _ = _pair()
+    a.requires_grad_(True)
+    iot_loss(a, a.detach().clone(), eps=0.1).backward()
+    assert torch.isfinite(a.grad).all()
+
+
+# --------------------------------------------------------------------------- experiment wiring
+def test_make_loss_wires_arms():
+    from iclr26.multimodal.dart.experiment import make_loss
+
+    ctrl = make_loss("dart_uniform", {"lam": 0.3}, 0.1)
+    dart = make_loss("dart", {"lam": 1.0}, 0.3)
+    assert isinstance(ctrl, DARTLoss) and ctrl.marginals == "uniform" and ctrl.eps == 0.1 and ctrl.lam == 0.3
+    assert isinstance(dart, DARTLoss) and dart.marginals == "reliability" and dart.eps == 0.3 and dart.lam == 1.0
+    assert isinstance(make_loss("iot", {"eps": 0.1}, 0.03), IOTLoss) and make_loss("iot", {"eps": 0.1}, 0.03).eps == 0.1
+    t = make_loss("infonce", {"temperature": 0.56}, 0.03)
+    assert isinstance(t, InfoNCELoss) and t.temperature == 0.56
+
+
+def test_infonce_grid_reaches_above_the_old_edge():
+    from iclr26.multimodal.dart import experiment as E
+
+    temps = [p["temperature"] for p in E.GRIDS["infonce"][: E.grid_size("infonce", E.SCALES["quick"])]]
+    assert max(temps) >= 0.56
+    assert all(E.grid_size(a, E.SCALES["quick"]) == 3 for a in ("iot", "dart", "dart_uniform"))
+
+
+def test_run_wiring_eps_noise_and_metric_per_arm(monkeypatch):
+    """run() with fit/evaluate replaced: DART arms get IOT's chosen eps, the 40 % noise reaches the
+    training partners (and only them), and each arm's test metric comes from its own chosen model."""
+    from types import SimpleNamespace
+
+    from iclr26.multimodal.dart import experiment as E
+
+    monkeypatch.setitem(E.SCALES, "wiring", dict(n_train=200, n_val=50, n_test=60, steps=1, batch=8,
+                                                  noise=(0.0, 0.4), grid=3))
+    calls = []
+    # validation score per arm and config: IOT prefers eps 0.3 (neither the default nor the first)
+    pref = {"iot": {"eps": 0.3}, "infonce": {"temperature": 0.14}, "dart": {"lam": 0.3}, "dart_uniform": {"lam": 1.0}}
+
+    def fake_fit(arm, params, data, cfg, seed, iot_eps=0.03):
+        calls.append(dict(arm=arm, params=params, data=data, iot_eps=iot_eps))
+        model = SimpleNamespace(arm=arm, params=params, eval=lambda: None)
+        crit = SimpleNamespace(reliability=torch.tensor([1.0, 2.0, 3.0, 4.0]))
+        return model, SimpleNamespace(final_loss=0.5), crit
+
+    tags = {"iot": 1, "infonce": 2, "dart": 3, "dart_uniform": 4}
+    real_evaluate = E.evaluate
+
+    def fake_evaluate(model, pair):
+        if not isinstance(model, SimpleNamespace):
+            return real_evaluate(model, pair)  # the untrained floor
+        best = pref[model.arm] == model.params
+        return {"rsum": 10.0 if best else 1.0, "mean_R@1": 100.0 * tags[model.arm] + (1 if best else 0)}
+
+    monkeypatch.setattr(E, "fit", fake_fit)
+    monkeypatch.setattr(E, "evaluate", fake_evaluate)
+    out = E.run("wiring", 0)
+    m, chosen = out["metrics"], out["info"]["chosen"]
+    for tag in ("n0", "n40"):
+        assert chosen[tag]["iot"] == {"eps": 0.3}
+        for arm, t in tags.items():
+            assert m[f"{tag}_mean_R@1"][arm] == 100.0 * t + 1  # the chosen model of that very arm
+    for c in calls:
+        if c["arm"].startswith("dart"):
+            assert c["iot_eps"] == 0.3
+    assert sum(c["arm"] == "infonce" for c in calls) == 8  # 4 temperatures x 2 noise levels
+    by_noise = {}
+    for c in calls:
+        by_noise.setdefault(id(c["data"][0][1]), c["data"])
+    assert len(by_noise) == 2  # one training set per noise level
+    d0, d40 = list(by_noise.values())
+    assert torch.equal(d0[0][0], d40[0][0])  # the first view is never corrupted
+    assert torch.equal(d0[1][1], d40[1][1]) and torch.equal(d0[2][1], d40[2][1])  # val / test clean
+    changed = (d0[0][1] != d40[0][1]).any(1).float().mean().item()
+    assert changed == pytest.approx(0.4, abs=0.01)
+    assert m["n40_marginal_tv"]["dart"] == pytest.approx(0.5 * float((torch.tensor([1, 2, 3, 4.0]) / 10 - 0.25).abs().sum()))
