@@ -343,3 +343,175 @@ def test_evaluate_rejects_bad_input():
         evaluate(lambda ps: ["1"], items)
     with pytest.raises(TypeError, match="text"):
         parse_count(3)
+
+
+# --------------------------------------------------------------------------- gold labels and wiring
+def _clauses_in(text, clauses):
+    low = text.lower()
+    return [c for c in clauses if c in low]
+
+
+def test_polarity_gold_label_is_the_side_of_the_writers_own_opinion():
+    """Read the writer's own opinion (the clause that ends the text) and the conceded / rejected one
+    from the item texts, look their sides up in the topic table, and compare with the gold label."""
+    # the table itself: a sentence that argues for closing zoos is listed on the supporting side
+    assert "wild animals suffer from living in small enclosures" in minibench.TOPICS["Zoos should be closed."][0]
+    groups = minibench.polarity_pairs(80, seed=7)
+    seen = set()
+    for g in groups:
+        pros, cons = minibench.TOPICS[g[0]["topic"]]
+        for it in g:
+            text = it["argument"].lower().rstrip(".")
+            found = _clauses_in(text, pros + cons)
+            own = [c for c in found if text.endswith(c)]
+            assert len(own) == 1, it
+            side = "pro" if own[0] in pros else "con"
+            assert it["answer"] == side, it
+            others = [c for c in found if c != own[0]]
+            if it["framing"] == "plain":
+                assert others == []
+            else:                                    # the conceded / rejected point is the other side's
+                assert len(others) == 1 and (others[0] in pros) != (side == "pro"), it
+            seen.add(side)
+    assert seen == {"pro", "con"}
+
+
+def test_integer_polarity_answers_are_option_indices():
+    item = dict(task="polarity", topic="t", argument="a", answer="pro", concessive=False)
+    assert tasks.decode_answer(item, 0) == "pro" and tasks.decode_answer(item, 1) == "con"
+    assert tasks.decode_answer(item, np.int64(1)) == "con"
+    pol = [it for g in minibench.polarity_pairs(6, 0) for it in g]
+    right = evaluate(lambda ps: [0 if it["answer"] == "pro" else 1 for it in pol], pol)
+    assert right["accuracy"] == 1.0 and right["predictions"] == [it["answer"] for it in pol]
+    wrong = evaluate(lambda ps: [1 if it["answer"] == "pro" else 0 for it in pol], pol)
+    assert wrong["accuracy"] == 0.0
+
+
+def test_matching_stance_accuracy_asymmetric_case():
+    stances = ["pro", "pro", "con", "con"]
+    items = [dict(task="matching", answer=0, stance="pro", option_stances=stances, options=list("abcd")),
+             dict(task="matching", answer=2, stance="con", option_stances=stances, options=list("abcd")),
+             dict(task="matching", answer=1, stance="pro", option_stances=stances, options=list("abcd"))]
+    # item 1 exact; item 2 another con (same stance); item 3 a con for a pro (other stance)
+    m = matching_metrics([0, 3, 2], items)
+    assert m["exact_accuracy"] == pytest.approx(1 / 3)
+    assert m["stance_accuracy"] == pytest.approx(2 / 3)
+    assert m["same_stance_failure_share"] == pytest.approx(1 / 2)
+    m = matching_metrics([1, 3, 0], items)                     # every pick of the source's stance
+    assert m["stance_accuracy"] == 1.0 and m["same_stance_failure_share"] == 1.0
+    m = matching_metrics([2, 0, 3], items)                     # every pick of the other stance
+    assert m["stance_accuracy"] == 0.0 and m["same_stance_failure_share"] == 0.0
+
+
+def _count_item(answer, n_args, stub):
+    return dict(task="counting", topic="T", arguments=[f"argument {i}" for i in range(n_args)],
+                owners=list(range(n_args)), answer=answer, options=[1, 2, 3, 4, 5], stub=stub)
+
+
+def _match_item(answer, stance, stub):
+    stances = ["pro", "pro", "con", "con"]
+    return dict(task="matching", topic="T", argument="x", options=list("abcd"), option_stances=stances,
+                answer=answer, stance=stance, stub=stub)
+
+
+def _run_with_stub(monkeypatch, citems, mitems, pol_wrong, n_pol=4, seed=0):
+    """``experiment.run`` with a stub model: counting and matching items answer their ``stub`` field,
+    polarity item ``(framing, group)`` is answered wrongly iff it is in ``pol_wrong``."""
+    from iclr26.benchmarks.perspectra import experiment
+
+    loads, choosers = [], []
+
+    class StubChooser:
+        def __init__(self, model, tok, items, batch_size=4):
+            self.model, self.items = model, items
+            choosers.append(self)
+
+        def __call__(self, prompts):
+            assert len(prompts) == len(self.items)
+            out = []
+            for i, it in enumerate(self.items):
+                if it["task"] == "polarity":
+                    wrong = (it["framing"], i // len(minibench.FRAMINGS)) in pol_wrong
+                    flip = {"pro": "con", "con": "pro"}
+                    out.append(flip[it["answer"]] if wrong else it["answer"])
+                else:
+                    out.append(it["stub"])
+            return out
+
+    def fake_load(name):
+        loads.append(name)
+        return f"model:{name}", "tok"
+
+    import torch
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: None)      # keep this process's threads
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setattr(experiment, "_load", fake_load)
+    monkeypatch.setattr(experiment, "LMChooser", StubChooser)
+    monkeypatch.setattr(experiment, "build_counting_task", lambda *a, **k: citems)
+    monkeypatch.setattr(experiment, "build_matching_task", lambda *a, **k: mitems)
+    monkeypatch.setitem(experiment.SCALES, "stub", dict(model="m-count", polarity_model="m-pol", n_count=len(citems),
+                                                        n_match=len(mitems), n_pol=n_pol, max_count=5,
+                                                        batch_size=4))
+    res = experiment.run("stub", seed)
+    assert loads == ["m-count", "m-pol"]
+    assert [c.model for c in choosers] == ["model:m-count", "model:m-count", "model:m-pol"]
+    assert [c.items[0]["task"] for c in choosers] == ["counting", "matching", "polarity"]
+    return res
+
+
+def test_run_wiring_with_a_stub_model(monkeypatch):
+    citems = [_count_item(2, 2, 1),    # single voice, under
+              _count_item(3, 3, 3),    # single voice, right
+              _count_item(1, 1, 1),    # single voice, right
+              _count_item(2, 4, 4),    # extras, over
+              _count_item(1, 2, 2),    # extras, over
+              _count_item(3, 4, 4)]    # extras, over
+    mitems = [_match_item(0, "pro", 0),   # exact
+              _match_item(2, "con", 3),   # another con: same stance
+              _match_item(1, "pro", 2)]   # a con for a pro
+    wrong = {("plain", 0), ("concessive", 0), ("concessive", 1), ("concessive", 2), ("rebuttal", 2),
+             ("rebuttal", 3)}
+    res = _run_with_stub(monkeypatch, citems, mitems, wrong)
+    m, info = res["metrics"], res["info"]
+    assert m["count_accuracy"]["lm"] == pytest.approx(2 / 6)
+    assert m["count_mae"]["lm"] == pytest.approx((1 + 0 + 0 + 2 + 1 + 1) / 6)
+    assert m["count_nie"]["lm"] == pytest.approx((2 / 3 + 1 + 1 + 1 / 2 + 1 / 2 + 3 / 4) / 6)
+    assert m["count_over_share"]["lm"] == pytest.approx(3 / 4)
+    assert m["count_over_share_single"]["lm"] == 0.0          # the only single-voice failure is an under
+    assert info["count_single_items"] == 3
+    assert info["count_signed_error"] == pytest.approx((-1 + 0 + 0 + 2 + 1 + 1) / 6)
+    assert info["count_failures"] == 4
+    assert info["count_predictions"] == [1, 3, 1, 4, 2, 4] and info["count_truth"] == [2, 3, 1, 2, 1, 3]
+    assert m["match_exact"]["lm"] == pytest.approx(1 / 3)
+    assert m["match_stance"]["lm"] == pytest.approx(2 / 3)
+    assert m["match_same_stance_fail_share"]["lm"] == pytest.approx(1 / 2)
+    assert info["match_failures"] == 2
+    assert m["polarity_error"] == {"plain": [1.0, 0.0, 0.0, 0.0], "concessive": [1.0, 1.0, 1.0, 0.0],
+                                   "rebuttal": [0.0, 0.0, 1.0, 1.0]}
+    assert m["polarity_accuracy"] == pytest.approx({"plain": 0.75, "concessive": 0.25, "rebuttal": 0.5})
+    assert m["concessive_failure_share"]["lm"] == pytest.approx(3 / 4)   # 3 of the 4 plain+concessive failures
+    assert info["polarity_failures_plain_concessive"] == 4
+    assert info["n_count"] == 6 and info["n_match"] == 3 and info["n_pol_groups"] == 4 and info["unparsed"] == 0
+    assert 0.0 <= m["concessive_failure_share"]["random"] <= 1.0
+
+
+def test_run_fallbacks_and_the_guessers_answer_range(monkeypatch):
+    """A model without failures gets the null (0.5) for every failure share, no single-voice item
+    gives 0.5 for both arms, and the guesser answers uniformly on 1..5 (on items whose answer is 5 it
+    is right about a fifth of the time, never over, and off by 2 on average)."""
+    n = 400
+    citems = [_count_item(5, 6, 5) for _ in range(n)]           # 5 opinions, one voiced twice
+    mitems = [_match_item(0, "pro", 0), _match_item(3, "con", 3)]
+    res = _run_with_stub(monkeypatch, citems, mitems, set())
+    m, info = res["metrics"], res["info"]
+    assert m["count_accuracy"]["lm"] == 1.0 and info["count_failures"] == 0
+    assert m["count_over_share"]["lm"] == 0.5
+    assert info["count_single_items"] == 0
+    assert m["count_over_share_single"] == {"lm": 0.5, "random": 0.5}
+    assert m["match_exact"]["lm"] == 1.0 and m["match_same_stance_fail_share"]["lm"] == 0.0
+    assert m["polarity_accuracy"] == {"plain": 1.0, "concessive": 1.0, "rebuttal": 1.0}
+    assert m["concessive_failure_share"]["lm"] == 0.5 and info["polarity_failures_plain_concessive"] == 0
+    # the guesser: uniform on 1..5 -> P(5) = 0.2, E|5 - guess| = 2, never above 5
+    assert 0.14 < m["count_accuracy"]["random"] < 0.26
+    assert abs(m["count_mae"]["random"] - 2.0) < 0.2
+    assert m["count_over_share"]["random"] == 0.0
