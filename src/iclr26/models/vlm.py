@@ -222,10 +222,11 @@ def _end_of_utterance_from_eos(model, tok):
     embedding and output row of the text model's own end-of-sequence token (``<|im_end|>`` for
     SmolLM2-Instruct), in place of the mean-initialised row ``resize_token_embeddings`` gave it.
 
-    With a mean row the text model never predicts the token (cross-entropy about 10 nats on it at
-    the start of training), the frozen output layer cannot learn it, and the answer loss is
-    dominated by that one token; initialised from the end-of-sequence row it starts at about 1 nat
-    and the trained model stops after its answer. Without an end-of-sequence token nothing changes."""
+    With a mean row the text model never predicts the token (cross-entropy about 20 nats on it at
+    the start of training, inferred from a pilot's starting losses), the frozen output layer cannot
+    learn it, and the answer loss is dominated by that one token; initialised from the
+    end-of-sequence row it starts at about 1 nat (measured 1.03, 0.71 after 60 connector steps).
+    Without an end-of-sequence token nothing changes."""
     import torch
 
     eou, eos = tok.convert_tokens_to_ids("<end_of_utterance>"), tok.eos_token_id
