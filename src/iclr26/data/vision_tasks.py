@@ -75,7 +75,10 @@ tooth town tree truck two wall warm water west wet wheel white wind window wing 
 year zoo
 """.split() if 3 <= len(w) <= 5)
 
-_FONT_SIZES = (11, 12, 13, 14)
+#: drawn font sizes (px). At 11-14 px a tower trained from scratch stayed at the letter prior after
+#: 1,200 steps; at 18-22 px its patch-letter accuracy reached 0.93 after 1,200 word-only steps
+#: (see ``iclr26/models/TINY_VLM.md``). A string too wide for the canvas falls back to smaller sizes.
+_FONT_SIZES = (18, 19, 20, 21, 22)
 
 
 @lru_cache(maxsize=None)
