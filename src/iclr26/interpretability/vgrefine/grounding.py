@@ -97,10 +97,12 @@ def grounding_metrics(attention, mask, *, eps: float = EPS) -> dict[str, torch.T
         raise ValueError("mask is empty (no token inside the box) for some map")
     p, q = a / sa, m / sm
     ar = (p * (m > 0)).sum(-1)
-    kl = (q * (torch.log(q + eps) - torch.log(p + eps))).sum(-1)
+    def kl_div(x, y):                                   # sum x log(x / y), with 0 log 0 = 0
+        return (torch.xlogy(x, x + eps) - torch.xlogy(x, y + eps)).sum(-1)
+
+    kl = kl_div(q, p)
     mid = (p + q) / 2
-    js = 0.5 * (p * (torch.log(p + eps) - torch.log(mid + eps))).sum(-1) \
-        + 0.5 * (q * (torch.log(q + eps) - torch.log(mid + eps))).sum(-1)
+    js = 0.5 * kl_div(p, mid) + 0.5 * kl_div(q, mid)
     return {"ar": ar, "kl": kl, "js": js}
 
 
