@@ -31,8 +31,8 @@ SCALES = {
     # the CPU claim check: the trained tiny VLM (seed 0), K = 20 heads, median mask; the knockout
     # layer chosen on a validation stream of shifted scenes from every third layer (the paper's
     # relative depth, layer 15 of 30, included), and used by every knockout arm
-    "quick": dict(model="tiny-vlm", image_size=64, n_select=160, n_eval=800, k=DEFAULT_K,
-                  percentile=DEFAULT_PERCENTILE, layer="validate", n_val=96, layer_grid=(0, 3, 6, 9, 12, 15, 18, 21, 24, 27),
+    "quick": dict(model="tiny-vlm", image_size=64, n_select=160, n_eval=640, k=DEFAULT_K,
+                  percentile=DEFAULT_PERCENTILE, layer="validate", n_val=64, layer_grid=(0, 3, 6, 9, 12, 15, 18, 21, 24, 27),
                   batch=16, contrast=0.75, noise=10.0),
     # the paper's setting (Sec. 5): a 7B medical MLLM (HuatuoGPT-Vision-7B), heads ranked on
     # box-annotated COCO questions, knockout at layer 16, evaluated on six Med-VQA benchmarks; needs
