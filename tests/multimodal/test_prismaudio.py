@@ -85,3 +85,34 @@ def test_smoke_experiment():
     from iclr26.multimodal.prismaudio.experiment import run
     out = run("smoke", 0)
     assert set(out["metrics"]["semantic"]) == {"pretrained", "fast_grpo", "flow_grpo", "sliding_window", "semantic_only"}
+    from iclr26.multimodal.prismaudio.experiment import LR_GRID
+    assert out["info"]["lr_fast_grpo"] in LR_GRID and out["info"]["lr_flow_grpo"] in LR_GRID
+
+
+def test_arm_wiring(monkeypatch):
+    """Each arm gets its own sampler settings, tuned lr, and reward weights."""
+    from iclr26.multimodal.prismaudio import experiment as ex
+    calls = []
+
+    def fake_rl(model, gm, cfg, seed, weights, full_sde=False, random_window=True, lr=3e-4):
+        calls.append((tuple(weights), full_sde, random_window, lr))
+        model.tag = (tuple(weights), full_sde, random_window, lr)
+        return model
+
+    def fake_eval(model, gm, n, seed, split="test"):
+        tag = getattr(model, "tag", None)
+        if split == "val":  # fast prefers 1e-4, flow prefers 1e-3
+            return [(-abs(tag[3] - (1e-3 if tag[1] else 1e-4))), 0.0, 0.0]
+        return [0.0, 0.0, 0.0] if tag is None else [1.0, float(tag[1]), float(not tag[2])]
+
+    monkeypatch.setattr(ex, "_rl", fake_rl)
+    monkeypatch.setattr(ex, "_evaluate", fake_eval)
+    out = ex.run("smoke", 0)
+    assert out["info"]["lr_fast_grpo"] == 1e-4 and out["info"]["lr_flow_grpo"] == 1e-3
+    assert len(calls) == 2 * len(ex.LR_GRID) + 2
+    assert ((1.0, 0.3, 0.3), False, False, 1e-4) in calls  # sliding window uses fast's tuned lr
+    assert ((1.0, 0.0, 0.0), False, True, 1e-4) in calls  # semantic-only
+    m = out["metrics"]
+    assert m["semantic"]["pretrained"] == 0.0 and m["semantic"]["semantic_only"] == 1.0
+    assert m["aesthetic"]["flow_grpo"] == 1.0 and m["aesthetic"]["fast_grpo"] == 0.0
+    assert m["spatial"]["sliding_window"] == 1.0 and m["spatial"]["fast_grpo"] == 0.0
