@@ -42,7 +42,7 @@ def _rewards(gm):
     return semantic, aesthetic, spatial
 
 
-LR_GRID = (1e-4, 3e-4, 1e-3)
+LR_GRID = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2)  # 3e-3 and 1e-2 added: Flow-GRPO chose 1e-3, the old edge
 
 
 def _evaluate(model, gm, n, seed, split="test"):
