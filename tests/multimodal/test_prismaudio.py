@@ -116,3 +116,17 @@ def test_arm_wiring(monkeypatch):
     assert m["semantic"]["pretrained"] == 0.0 and m["semantic"]["semantic_only"] == 1.0
     assert m["aesthetic"]["flow_grpo"] == 1.0 and m["aesthetic"]["fast_grpo"] == 0.0
     assert m["spatial"]["sliding_window"] == 1.0 and m["spatial"]["fast_grpo"] == 0.0
+
+
+def test_trainer_rejects_bad_noise_and_clip_at_construction():
+    import torch
+    from iclr26.multimodal.prismaudio.fast_grpo import FastGRPOTrainer, clipped_loss
+
+    model = torch.nn.Linear(2, 2)
+    reward = [lambda x, y: -x.pow(2).sum(-1)]
+    for kw, word in ((dict(noise_level=float("nan")), "noise_level"), (dict(noise_level=-1.0), "noise_level"),
+                     (dict(noise_level=0.0), "noise_level"), (dict(clip=-0.1), "clip")):
+        with pytest.raises(ValueError, match=word):
+            FastGRPOTrainer(model, reward, **kw)
+    with pytest.raises(ValueError, match="finite"):
+        clipped_loss(torch.zeros(3), torch.zeros(3), torch.tensor([0.0, float("nan"), 1.0]))

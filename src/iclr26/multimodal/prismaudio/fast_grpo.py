@@ -111,6 +111,8 @@ def clipped_loss(logp_new, logp_old, adv, clip: float = 0.2):
     """``-mean min(r A, clip(r, 1 - clip, 1 + clip) A)`` with ``r = exp(logp_new - logp_old)``
     (averaged over window steps and samples, PrismAudio's objective)."""
     _check("clip", clip, 0.0)
+    if not (torch.isfinite(logp_new).all() and torch.isfinite(logp_old).all() and torch.isfinite(adv).all()):
+        raise ValueError("clipped_loss: logp_new, logp_old and adv must be finite")
     ratio = torch.exp((logp_new - logp_old).clamp(-20, 20))
     a = adv.unsqueeze(0) if logp_new.dim() == 2 else adv
     return -torch.minimum(ratio * a, ratio.clamp(1 - clip, 1 + clip) * a).mean()
@@ -137,6 +139,10 @@ class FastGRPOTrainer:
         _check("steps", steps, 1, integer=True)
         _check("lr", lr, 0.0)
         _check("group_size", group_size, 2, integer=True)
+        _check("clip", clip, 0.0)
+        _check("noise_level", noise_level, 0.0)
+        if noise_level == 0:
+            raise ValueError("noise_level must be > 0 (the SDE window's policy needs a positive std), got 0")
         if not full_sde:
             _check("window", window, 1, steps - 1, integer=True)
         self.model, self.reward_fns, self.weights = model, list(reward_fns), weights
