@@ -386,3 +386,27 @@ def test_a_tower_of_another_recipe_is_not_reused(tmp_path):
         vlm_train._run_tower(r, tmp_path, vlm_train._Progress(1, "t", False))
     # LM-stage settings are not part of the tower's identity
     assert vlm_train._tower_key(replace(r, lora_steps=7)) == vlm_train._tower_key(r)
+
+
+def test_patch_letter_loss_weights_the_no_letter_class_by_the_recipe():
+    import torch.nn.functional as F
+    from iclr26.models import vlm_train
+
+    r = _tiny_recipe()
+    imgs, tg = vlm_train._tower_batch(r, 0, 6, kinds=["word"])
+    px = vlm_train.pixel_values_of(imgs, r.vision["image_size"])
+    target = torch.as_tensor(tg["patch_letters"]).reshape(-1)
+    assert (target == vlm_train._END).any() and (target != vlm_train._END).any()
+    losses, patch_terms = {}, {}
+    for wnone in (1.0, 0.05):
+        net = vlm_train._build_pretrainer(replace(r, patch_none_weight=wnone))   # same init (tower_seed)
+        with torch.no_grad():
+            losses[wnone] = float(vlm_train._tower_loss(net, px, tg))
+            logits = net(px, patches=True)[3].reshape(-1, 27)
+        w = torch.ones(27)
+        w[vlm_train._END] = wnone
+        patch_terms[wnone] = float(F.cross_entropy(logits, target, weight=w))
+    assert losses[0.05] - losses[1.0] == pytest.approx(patch_terms[0.05] - patch_terms[1.0], rel=1e-4, abs=1e-6)
+    assert abs(patch_terms[0.05] - patch_terms[1.0]) > 1e-3
+    # the weight is part of the tower's identity: a tower trained at another weight is not reused
+    assert vlm_train._tower_key(replace(r, patch_none_weight=1.0)) != vlm_train._tower_key(r)
